@@ -1,0 +1,192 @@
+"""Stats file, `gdnfuzz status` and `gdnfuzz dashboard`, from a synthetic stats file and crash store."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from bundle_fixtures import write_bundle
+
+from fuzz.dashboard import MAX_POINTS, add_dashboard_parser, nice_ticks, scan_crashes, time_ticks
+from fuzz.stats import (
+    StatsError,
+    StatsReader,
+    StatsRow,
+    StatsWriter,
+    add_status_parser,
+    format_table,
+    latest_by_actor,
+    read_stats,
+    totals,
+)
+
+T0 = 1_700_000_000.0
+
+
+def _campaign(path: Path, steps: int = 20) -> None:
+    with StatsWriter(path) as writer:
+        for i in range(steps):
+            for k in range(2):
+                writer.write(
+                    StatsRow(
+                        T0 + 10 * i + k,
+                        f"fuzzer-{k}",
+                        execs=100 * i,
+                        exec_per_s=10.0 + k,
+                        coverage=50 + i,
+                        corpus_size=5 + i // 4,
+                        findings=i // 5 if k == 0 else 0,
+                    )
+                )
+            writer.write(StatsRow(T0 + 10 * i + 2, "verifier-0", verifier_queue=i % 3))
+
+
+def _cli(add, argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="gdnfuzz")
+    add(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def test_reader_skips_a_torn_last_line_until_it_is_complete(tmp_path):
+    path = tmp_path / "stats.jsonl"
+    _campaign(path, steps=3)
+    line = StatsRow(T0 + 99, "fuzzer-0", execs=7).to_line()
+    with open(path, "a") as f:
+        f.write(line[:10])
+    reader = StatsReader(path)
+    assert len(reader.poll()) == 9
+    with open(path, "a") as f:
+        f.write(line[10:])
+    assert reader.poll() == [StatsRow(T0 + 99, "fuzzer-0", execs=7)]
+    assert reader.poll() == []
+
+
+def test_corrupt_lines_name_file_line_and_field(tmp_path):
+    path = tmp_path / "stats.jsonl"
+    path.write_text('{"time": 1, "actor": "a"}\n{"time": 2, "actor": "a", "execs": "many"}\n')
+    with pytest.raises(StatsError, match=r"stats\.jsonl:2: execs: expected int"):
+        read_stats(path)
+    path.write_text('{"time": 1, "actor": "a"}\nnot json\n{"time": 3, "actor": "a"}\n')
+    with pytest.raises(StatsError, match=r"stats\.jsonl:2: not valid JSON"):
+        read_stats(path)
+    with pytest.raises(StatsError, match="no such file"):
+        read_stats(tmp_path / "absent.jsonl")
+
+
+def test_totals_sum_counters_and_take_the_max_of_shared_gauges(tmp_path):
+    path = tmp_path / "stats.jsonl"
+    _campaign(path)
+    latest = latest_by_actor(read_stats(path))
+    assert sorted(latest) == ["fuzzer-0", "fuzzer-1", "verifier-0"]
+    total = totals(latest.values())
+    assert (total.execs, total.exec_per_s, total.findings) == (3800, 21.0, 3)
+    assert (total.coverage, total.corpus_size, total.verifier_queue) == (69, 9, 19 % 3)
+
+
+def test_status_prints_one_row_per_actor_and_totals(tmp_path, capsys):
+    path = tmp_path / "stats.jsonl"
+    _campaign(path)
+    assert _cli(add_status_parser, ["status", "--stats", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["actor", "age", "execs", "exec/s", "coverage", "corpus", "findings", "queue"]
+    assert [ln.split()[0] for ln in lines if not ln.startswith("-")][1:] == [
+        "fuzzer-0",
+        "fuzzer-1",
+        "verifier-0",
+        "total",
+    ]
+    assert lines[-1].split() == ["total", "3,800", "21.0", "69", "9", "3", "1"]
+
+
+def test_status_errors_exit_2(tmp_path, capsys):
+    assert _cli(add_status_parser, ["status", "--stats", str(tmp_path / "none.jsonl")]) == 2
+    assert "none.jsonl: no such file" in capsys.readouterr().err
+    (tmp_path / "bad.jsonl").write_text("{}\n")
+    assert _cli(add_status_parser, ["status", "--stats", str(tmp_path / "bad.jsonl")]) == 2
+    assert "bad.jsonl:1: time: missing" in capsys.readouterr().err
+
+
+def test_format_table_ages_are_relative_to_now():
+    latest = {"fuzzer-0": StatsRow(T0, "fuzzer-0", execs=5)}
+    assert "2h00m" in format_table(latest, T0 + 7200)
+    assert "3d01h" in format_table(latest, T0 + 3 * 86400 + 3600)
+
+
+def test_dashboard_has_svg_plots_and_a_row_per_signature(tmp_path, capsys):
+    stats, crashes = tmp_path / "stats.jsonl", tmp_path / "crashes"
+    _campaign(stats)
+    write_bundle(crashes, "poisoned-slot.eagle.3f9a")
+    write_bundle(
+        crashes, "liveness.spec-off.0c11", kind="liveness", summary="request <b> never finished", confirmed=None
+    )
+    filed = write_bundle(crashes, "contract.neg.77aa", confirmed="not confirmed")
+    (filed / "issue.json").write_text(json.dumps({"url": "https://github.com/o/r/issues/4", "number": 4}))
+    (write_bundle(crashes, "broken.sig") / "verdict.json").write_text('{"signature": "broken.sig"}')
+    out = tmp_path / "site" / "index.html"
+    assert (
+        _cli(add_dashboard_parser, ["dashboard", "--stats", str(stats), "--crashes", str(crashes), "--out", str(out)])
+        == 0
+    )
+    page = out.read_text()
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in page
+    svgs = re.findall(r"<svg .*?</svg>", page, flags=re.S)
+    titles = [ET.fromstring(svg).find("{http://www.w3.org/2000/svg}title").text for svg in svgs]
+    assert titles == ["Coverage over time", "Findings over time", "exec/s per actor", "Corpus size and verifier queue"]
+    assert all("<polyline" in svg for svg in svgs)
+    assert "fuzzer-1" in svgs[2] and "verifier-0" not in svgs[2]  # actors that never report exec/s are left out
+    rows = re.findall(r'<tr data-signature="([^"]+)">(.*?)</tr>', page, flags=re.S)
+    assert [s for s, _ in rows] == ["contract.neg.77aa", "liveness.spec-off.0c11", "poisoned-slot.eagle.3f9a"]
+    cells = dict(rows)
+    assert 'href="../crashes/poisoned-slot.eagle.3f9a/report.md"' in cells["poisoned-slot.eagle.3f9a"]
+    assert ">confirmed<" in cells["poisoned-slot.eagle.3f9a"] and ">pending<" in cells["liveness.spec-off.0c11"]
+    assert "request &lt;b&gt; never finished" in cells["liveness.spec-off.0c11"]
+    assert 'href="https://github.com/o/r/issues/4"' in cells["contract.neg.77aa"]
+    assert re.search(r'<tr class="bad">.*broken\.sig.*verdict\.json: kind: missing', page)
+
+
+def test_dashboard_without_stats_still_lists_crashes(tmp_path, monkeypatch):
+    monkeypatch.setenv("GDNFUZZ_STATS", str(tmp_path / "not-yet.jsonl"))
+    write_bundle(tmp_path / "crashes", "poisoned-slot.eagle.3f9a")
+    out = tmp_path / "d.html"
+    missing = tmp_path / "none.jsonl"
+    assert (
+        _cli(
+            add_dashboard_parser,
+            ["dashboard", "--stats", str(missing), "--crashes", str(tmp_path / "crashes"), "--out", str(out)],
+        )
+        == 2
+    )
+    assert _cli(add_dashboard_parser, ["dashboard", "--crashes", str(tmp_path / "crashes"), "--out", str(out)]) == 0
+    page = out.read_text()
+    assert page.count("no data yet") == 4 and 'data-signature="poisoned-slot.eagle.3f9a"' in page
+
+
+def test_long_campaigns_are_thinned(tmp_path):
+    stats = tmp_path / "stats.jsonl"
+    with StatsWriter(stats) as writer:
+        for i in range(3000):
+            writer.write(StatsRow(T0 + i, "fuzzer-0", execs=i, exec_per_s=1.0, coverage=i))
+    out = tmp_path / "d.html"
+    assert (
+        _cli(add_dashboard_parser, ["dashboard", "--stats", str(stats), "--crashes", str(tmp_path), "--out", str(out)])
+        == 0
+    )
+    polylines = re.findall(r'points="([^"]*)"', out.read_text())
+    assert polylines and max(len(p.split()) for p in polylines) <= MAX_POINTS
+
+
+def test_ticks_are_round():
+    assert nice_ticks(69) == [0, 20, 40, 60, 80]
+    assert nice_ticks(0) == [0.0, 1.0]
+    assert time_ticks(7200)[:3] == [0.0, 1800.0, 3600.0]
+    assert time_ticks(30)[-1] == 30.0
+
+
+def test_crash_scan_ignores_other_directories(tmp_path):
+    (tmp_path / "crashes" / "tmp").mkdir(parents=True)
+    assert scan_crashes(tmp_path / "crashes") == [] and scan_crashes(tmp_path / "absent") == []

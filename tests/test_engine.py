@@ -1,0 +1,111 @@
+"""The engine tier on vLLM's real CPU engine: runs, audit, canary, a confirmed divergence, faults.
+
+One EngineExecutor (one child process, engines kept warm) serves the whole module; the hang test
+runs last because it kills that child.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fuzz.policies import resolve_policy
+from fuzz.scenario import Scenario
+from workers.engine import OUTPUT_TOLERANCE, EngineExecutor, canary_caught, output_divergence
+from workers.engine_session import CANARY_OFFSET, STATE_TOLERANCE
+
+# Request a fills a 1610-token prompt in chunks of 364 then the rest; b shares its first 1610
+# tokens, arrives after a finished, and resumes from the slot hashed as state@1600 with 15 tokens
+# left to prefill, so its outputs depend directly on that slot.
+FRAGMENTED = Scenario.from_dict({
+    "gdnfuzz_scenario": 1,
+    "segments": {"sys": 1610},
+    "engine": {"mamba_block_size": 1600, "step_budgets": [364]},
+    "requests": [
+        {"id": "a", "prompt": ["sys"], "max_tokens": 4},
+        {"id": "b", "prompt": ["sys", 5], "arrival_step": 6, "max_tokens": 8},
+    ],
+})
+SHORT = Scenario.from_dict({
+    "gdnfuzz_scenario": 1,
+    "engine": {"mamba_block_size": 1600},
+    "requests": [{"id": "a", "prompt": [100], "max_tokens": 2}],
+})
+
+
+@pytest.fixture(scope="module")
+def engine():
+    with EngineExecutor() as executor:
+        yield executor
+
+
+@pytest.fixture(scope="module")
+def reference_runs(engine):
+    return engine.run(FRAGMENTED, resolve_policy("vllm")), engine.run_truth(FRAGMENTED)
+
+
+def test_reference_run_is_clean_and_matches_truth(reference_runs):
+    run, truth = reference_runs
+    assert run.status == "ok" and not run.faults, run.faults
+    assert run.hashed_mamba_blocks >= 1 and not run.poisoned
+    b = run.requests["b"]
+    assert b.hit_tokens == 1600 and b.resume_state_ok is True
+    assert len(b.output_tokens) == 8 and len(b.logprobs) == 8 and b.top_logprobs
+    assert [c.num_tokens for _, c in run.chunk_table("a")][:2] == [364, 1236]  # vLLM's split stops at 1600
+    assert truth.requests["b"].hit_tokens == 0
+    assert max(output_divergence(run, truth).values()) <= OUTPUT_TOLERANCE
+
+
+def test_canary_is_detected_and_moves_outputs_beyond_noise(engine, reference_runs):
+    run, truth = reference_runs
+    canary = engine.run_canary(FRAGMENTED)
+    assert canary_caught(canary)
+    slot = canary.poisoned[0]
+    assert slot.claimed_tokens == 1600 and slot.held_tokens == 1600 - CANARY_OFFSET
+    noise = max(output_divergence(run, truth).values())
+    assert output_divergence(canary, run)["b"] > max(OUTPUT_TOLERANCE, 3 * noise)
+
+
+def test_naive_split_poison_is_confirmed_on_real_state(engine, reference_runs):
+    run, truth = reference_runs
+    naive = engine.run(FRAGMENTED, resolve_policy("naive"))
+    assert [(p.column, p.claimed_tokens, p.held_tokens) for p in naive.poisoned] == [(0, 1600, 364)]
+    assert float(naive.poisoned[0].held.split("distance ")[1].split(",")[0]) > 10 * STATE_TOLERANCE
+    assert naive.requests["b"].resume_state_ok is False
+    assert output_divergence(naive, truth)["b"] > OUTPUT_TOLERANCE
+    assert output_divergence(run, truth)["b"] <= OUTPUT_TOLERANCE
+
+
+def test_poison_verdicts(engine):
+    assert engine.poison_verdict(FRAGMENTED, resolve_policy("naive")).verdict == "poisoned"
+    assert engine.poison_verdict(FRAGMENTED, resolve_policy("vllm")).verdict == "clean"
+    # Nothing is cached, so no canary can be planted: no evidence either way.
+    assert engine.poison_verdict(SHORT, resolve_policy("vllm")).verdict == "inconclusive"
+
+
+def test_spec_decode_is_unsupported_on_cpu(engine):
+    mtp = FRAGMENTED.with_engine(spec_decode="mtp", num_speculative_tokens=1)
+    verdict = engine.poison_verdict(mtp, resolve_policy("naive"))
+    assert verdict.verdict == "unsupported"
+    assert "Triton" in verdict.result.notes[0]
+
+
+def _policy_file(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "bad_policy.py"
+    path.write_text(f"def split(self, request, num_new_tokens, a=0, b=0):\n    {body}\n")
+    return f"{path}:split"
+
+
+def test_engine_crash_is_a_fault_and_the_engine_is_rebuilt(engine, tmp_path):
+    crash = engine.run(SHORT, resolve_policy(_policy_file(tmp_path, "raise AssertionError('split exploded')")))
+    assert [f.kind for f in crash.faults] == ["engine-crash"]
+    assert "split exploded" in crash.faults[0].detail and "Traceback" in crash.faults[0].detail
+    assert engine.run(SHORT, resolve_policy("vllm")).requests["a"].output_tokens
+
+
+def test_hung_step_times_out(engine, tmp_path):
+    engine.run(SHORT, resolve_policy("vllm"))  # warm, so the timeout below only covers the hung run
+    engine.timeout_s = 20
+    hang = engine.run(SHORT, resolve_policy(_policy_file(tmp_path, "import time; time.sleep(600)")))
+    assert [f.kind for f in hang.faults] == ["hang"]

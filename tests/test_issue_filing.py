@@ -1,0 +1,268 @@
+"""gdnfuzz file-issue against a GitHub API server on loopback (real HTTP, in-memory state)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bundle_fixtures import write_bundle
+
+from fuzz.issue_filing import (
+    BundleError,
+    add_file_issue_parser,
+    file_issue,
+    issue_title,
+    load_bundle,
+    regression_snippet,
+    title_names,
+)
+
+TOKEN = "ghp_testtoken0123456789abcdefSECRET"
+SIG = "poisoned-slot.eagle.unaligned-resume.3f9a"
+
+
+class FakeGitHub:
+    """The few endpoints file-issue uses, over one repository, state in memory."""
+
+    def __init__(self, repo: str, echo_token_in_errors: bool = False):
+        self.repo = repo
+        self.issues: list[dict[str, Any]] = []
+        self.comments: list[dict[str, Any]] = []
+        self.requests: list[tuple[str, str, str | None]] = []  # method, path, Authorization header
+        self.echo_token_in_errors = echo_token_in_errors
+        self.base = ""
+
+    def issue_json(self, issue: dict[str, Any]) -> dict[str, Any]:
+        url = f"{self.base}/repos/{self.repo}/issues/{issue['number']}"
+        return {
+            "id": issue["number"],
+            "number": issue["number"],
+            "title": issue["title"],
+            "body": issue["body"],
+            "state": issue["state"],
+            "labels": [{"name": n, "url": f"{self.base}/repos/{self.repo}/labels/{n}"} for n in issue["labels"]],
+            "url": url,
+            "html_url": f"https://github.invalid/{self.repo}/issues/{issue['number']}",
+            "comments": sum(c["issue"] == issue["number"] for c in self.comments),
+        }
+
+    def handle(self, method: str, raw_path: str, auth: str | None, body: Any) -> tuple[int, Any]:
+        path, _, query = raw_path.partition("?")
+        params = dict(urllib.parse.parse_qsl(query))
+        self.requests.append((method, path, auth))
+        if self.echo_token_in_errors:
+            return 422, {"message": f"Validation Failed for {auth}"}
+        if auth not in (f"token {TOKEN}", f"Bearer {TOKEN}"):
+            return 401, {"message": "Bad credentials"}
+        repo_path = f"/repos/{self.repo}"
+        if method == "GET" and path == repo_path:
+            owner, name = self.repo.split("/")
+            return 200, {
+                "id": 1,
+                "name": name,
+                "full_name": self.repo,
+                "owner": {"login": owner},
+                "url": f"{self.base}{repo_path}",
+            }
+        if method == "GET" and path == f"{repo_path}/issues":
+            wanted = set(filter(None, params.get("labels", "").split(",")))
+            found = [i for i in self.issues if i["state"] == params.get("state", "open") and wanted <= set(i["labels"])]
+            return 200, [self.issue_json(i) for i in found]
+        if method == "GET" and path == "/search/issues":
+            phrase = params["q"].split('"')[1]
+            found = [i for i in self.issues if i["state"] == "open" and phrase in i["title"]]
+            return 200, {
+                "total_count": len(found),
+                "incomplete_results": False,
+                "items": [self.issue_json(i) for i in found],
+            }
+        if method == "POST" and path == f"{repo_path}/issues":
+            issue = {"number": len(self.issues) + 1, "state": "open", **body, "labels": body.get("labels", [])}
+            self.issues.append(issue)
+            return 201, self.issue_json(issue)
+        if method == "POST" and path.startswith(f"{repo_path}/issues/") and path.endswith("/comments"):
+            number = int(path.split("/")[-2])
+            comment = {"id": len(self.comments) + 1, "issue": number, "body": body["body"]}
+            self.comments.append(comment)
+            return 201, {
+                "id": comment["id"],
+                "body": comment["body"],
+                "url": f"{self.base}{repo_path}/issues/comments/{comment['id']}",
+                "html_url": f"https://github.invalid/{self.repo}/issues/{number}#issuecomment-{comment['id']}",
+            }
+        return 404, {"message": "Not Found"}
+
+
+@pytest.fixture
+def server() -> Iterator[FakeGitHub]:
+    fake = FakeGitHub("octo/vllm")
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else None
+            status, payload = fake.handle(self.command, self.path, self.headers.get("Authorization"), body)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = _serve
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    fake.base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    yield fake
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="gdnfuzz")
+    add_file_issue_parser(parser.add_subparsers())
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+def _all_text(root: Path) -> str:
+    return "".join(p.read_text() for p in root.rglob("*") if p.is_file())
+
+
+def test_filing_twice_opens_one_issue_and_one_comment(tmp_path, server, monkeypatch, capsys, caplog):
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    bundle = write_bundle(tmp_path / "crashes", SIG)
+    argv = ["file-issue", str(bundle), "--repo", "octo/vllm", "--api-url", server.base]
+    assert _cli(argv) == 0
+    assert _cli(argv) == 0
+    assert len(server.issues) == 1 and len(server.comments) == 1
+    issue = server.issues[0]
+    assert SIG in issue["title"] and issue["labels"] == ["gdnfuzz"]
+    assert server.comments[0]["issue"] == issue["number"]
+    assert "slot hashed as state@1600 holds state@364" in issue["body"]
+    assert "0.32.0" in issue["body"] and "2.13.0+cpu" in issue["body"]
+    assert f"gdnfuzz replay crashes/{SIG}/scenario.json --candidate pre-51113 --reference vllm" in issue["body"]
+    assert '"gdnfuzz_scenario": 1' in issue["body"] and "def test_gdnfuzz_" in issue["body"]
+    assert {a for _, _, a in server.requests} == {f"token {TOKEN}"}
+    record = json.loads((bundle / "issue.json").read_text())
+    assert record["action"] == "commented" and record["number"] == 1
+    out = capsys.readouterr()
+    assert "opened octo/vllm#1" in out.out and "commented octo/vllm#1" in out.out
+    assert TOKEN not in out.out + out.err + caplog.text + _all_text(tmp_path)
+
+
+def test_other_signatures_get_their_own_issue(tmp_path, server, monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    crashes = tmp_path / "crashes"
+    assert file_issue(write_bundle(crashes, SIG), "octo/vllm", False, server.base).action == "opened"
+    longer = write_bundle(crashes, SIG + "-b", summary="slot hashed as state@3200 holds state@1600")
+    assert file_issue(longer, "octo/vllm", False, server.base).action == "opened"
+    assert file_issue(longer, "octo/vllm", False, server.base).action == "commented"
+    assert [len(server.issues), len(server.comments)] == [2, 1]
+    assert server.comments[0]["issue"] == 2
+
+
+def test_unlabelled_open_issue_is_found_by_search(tmp_path, server, monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    server.issues.append({"number": 1, "state": "open", "title": f"gdnfuzz {SIG}: seen", "body": "", "labels": []})
+    result = file_issue(write_bundle(tmp_path / "crashes", SIG), "octo/vllm", False, server.base)
+    assert result.action == "commented" and result.number == 1 and len(server.issues) == 1
+
+
+def test_dry_run_sends_nothing_and_writes_issue_md(tmp_path, server, monkeypatch, capsys):
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    bundle = write_bundle(tmp_path / "crashes", SIG)
+    assert _cli(["file-issue", str(bundle), "--repo", "octo/vllm", "--api-url", server.base, "--dry-run"]) == 0
+    assert server.requests == []
+    text = (bundle / "issue.md").read_text()
+    assert text.startswith(f"# gdnfuzz {SIG}: ") and "## Regression test" in text
+    out = capsys.readouterr()
+    assert SIG in out.out and TOKEN not in out.out + out.err + text
+
+
+def test_api_errors_are_reported_without_the_token(tmp_path, server, monkeypatch, capsys, caplog):
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    server.echo_token_in_errors = True
+    bundle = write_bundle(tmp_path / "crashes", SIG)
+    assert _cli(["file-issue", str(bundle), "--repo", "octo/vllm", "--api-url", server.base]) == 1
+    err = capsys.readouterr().err
+    assert "HTTP 422" in err and "***" in err
+    assert TOKEN not in err + caplog.text + _all_text(tmp_path)
+
+
+def test_missing_token_is_a_usage_error(tmp_path, server, monkeypatch, capsys):
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    bundle = write_bundle(tmp_path / "crashes", SIG)
+    assert _cli(["file-issue", str(bundle), "--repo", "octo/vllm", "--api-url", server.base]) == 2
+    assert "GITHUB_TOKEN is not set" in capsys.readouterr().err and server.requests == []
+
+
+@pytest.mark.parametrize(
+    "breakage, where",
+    [
+        (lambda b: (b / "report.md").unlink(), "report.md: <file>"),
+        (lambda b: _edit(b / "verdict.json", confirmed="yes"), "verdict.json: confirmed"),
+        (lambda b: _edit(b / "verdict.json", environment={"vllm": "0.32.0", "device": "cpu"}), "environment.torch"),
+        (lambda b: _edit(b / "verdict.json", first_step="4"), "verdict.json: first_step"),
+        (lambda b: _edit(b / "verdict.json", signature="other"), "verdict.json: signature"),
+        (lambda b: _edit(b / "scenario.json", drop="expect"), "scenario.json: expect"),
+        (lambda b: _edit(b / "original.json", requests=[]), "original.json: requests"),
+    ],
+)
+def test_bad_bundles_name_file_and_field(tmp_path, capsys, breakage, where):
+    bundle = write_bundle(tmp_path / "crashes", SIG)
+    breakage(bundle)
+    with pytest.raises(BundleError, match=where.replace(".", r"\.")):
+        load_bundle(bundle)
+    assert _cli(["file-issue", str(bundle), "--repo", "octo/vllm", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert where in err and len(err.strip().splitlines()) == 1
+
+
+def _edit(path: Path, drop: str | None = None, **changes: Any) -> None:
+    data = json.loads(path.read_text())
+    data.update(changes)
+    data.pop(drop, None)
+    path.write_text(json.dumps(data))
+
+
+def test_regression_snippet_is_valid_python_that_names_the_policies(tmp_path):
+    path = write_bundle(tmp_path / "crashes", SIG, tier="engine")
+    note = "it's " + "'" * 3 + 'odd \\ "quoted"'
+    _edit(path / "scenario.json", note=note)
+    bundle = load_bundle(path)
+    snippet = regression_snippet(bundle)
+    namespace: dict[str, Any] = {}
+    exec(compile(snippet, "snippet.py", "exec"), namespace)
+    assert namespace["SCENARIO"]["expect"] == {"pre-51113": "diverged", "vllm": "clean"}
+    assert namespace["SCENARIO"]["note"] == note
+    assert "'--candidate', 'pre-51113'" in snippet and "'--tier', 'engine'" in snippet
+
+
+def test_title_matching_is_whole_word():
+    assert title_names(f"gdnfuzz {SIG}: x", SIG)
+    assert not title_names(f"gdnfuzz {SIG}-b: x", SIG)
+    assert not title_names(f"gdnfuzz x{SIG}: x", SIG)
+    assert not title_names(f"gdnfuzz {SIG}.b: x", SIG)
+    assert title_names(f"seen again ({SIG}).", SIG)
+
+
+def test_long_summaries_keep_the_signature_in_the_title(tmp_path):
+    bundle = load_bundle(write_bundle(tmp_path / "crashes", SIG, summary="x" * 400))
+    title = issue_title(bundle)
+    assert len(title) <= 256 and title_names(title, SIG)

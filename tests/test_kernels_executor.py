@@ -1,0 +1,157 @@
+"""Kernel tier replay on hand-made schedules (no vLLM): clean resumes agree, poisoned ones diverge."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fuzz.result import Chunk, RequestOutcome, RunResult, StepRecord
+from fuzz.scenario import Scenario
+from workers.kernels.executor import KernelExecutor
+from workers.kernels.schedule import ScheduleEntry, read_schedule, request_tokens, write_schedule
+
+B = 16  # Mamba block size of the hand-made schedules
+
+SCENARIO = Scenario.from_dict(
+    {
+        "gdnfuzz_scenario": 1,
+        "seed": 7,
+        "engine": {"mamba_block_size": B, "block_size": B, "max_num_batched_tokens": 64},
+        "segments": {"p": 2 * B},
+        "requests": [{"id": "a", "prompt": ["p", 8], "max_tokens": 6}, {"id": "b", "prompt": ["p", 10]}],
+    }
+)
+
+
+def _chunk(rid: str, start: int, n: int, read: int | None, writes: list[int], drafts: int = 0) -> Chunk:
+    """A chunk as vLLM's runner records it; its running column is cdiv(start + n, B) - 1."""
+    return Chunk(rid, start, n, drafts, -(-(start + n) // B) - 1, read, writes)
+
+
+def _step(i: int, chunks: list[Chunk], copies: list[list[int]] | None = None) -> StepRecord:
+    return StepRecord(i, 64, chunks, copies or [])
+
+
+def _entry(steps: list[StepRecord], a_outputs: list[int]) -> ScheduleEntry:
+    result = RunResult(
+        tier="sim",
+        policy="hand",
+        scenario_id=SCENARIO.scenario_id(),
+        requests={
+            "a": RequestOutcome("a", 40, output_tokens=a_outputs),
+            "b": RequestOutcome("b", 42, hit_tokens=2 * B, output_tokens=[11]),
+        },
+        steps=steps,
+    )
+    return ScheduleEntry(SCENARIO, result, request_tokens(SCENARIO, result))
+
+
+def _b_resumes(first_step: int) -> list[StepRecord]:
+    """b hits 2B cached tokens in block 2, copies it to its running block 4, prefills 10, decodes 1."""
+    return [
+        _step(first_step, [_chunk("b", 2 * B, 10, 4, [4])], [[2, 4]]),
+        _step(first_step + 1, [_chunk("b", 42, 1, 4, [4])]),
+    ]
+
+
+def aligned_entry() -> ScheduleEntry:
+    """a's chunks end on block boundaries, so block 2 holds state@32 as its hash claims."""
+    steps = [
+        _step(0, [_chunk("a", 0, B, None, [1])]),
+        _step(1, [_chunk("a", B, B, 2, [2])], [[1, 2]]),
+        _step(2, [_chunk("a", 2 * B, 8, 3, [3])], [[2, 3]]),
+        _step(3, [_chunk("a", 40, 1, 3, [3])]),
+    ]
+    return _entry(steps + _b_resumes(4), [101, 102])
+
+
+def poisoned_entry() -> ScheduleEntry:
+    """The #51113 shape: a's first chunk ends mid-block 1, the next crosses it; block 2 keeps state@20."""
+    steps = [
+        _step(0, [_chunk("a", 0, 20, None, [2])]),
+        _step(1, [_chunk("a", 20, 20, 3, [3])], [[2, 3]]),
+    ]
+    return _entry(steps + _b_resumes(2), [101])
+
+
+def spec_entry() -> ScheduleEntry:
+    """a verifies 2 drafts per step (columns 2..4 = blocks 3, 5, 6), accepting 1 then 2; b resumes beside it."""
+    steps = [
+        _step(0, [_chunk("a", 0, 2 * B, None, [2])]),
+        _step(1, [_chunk("a", 2 * B, 8, 3, [3])], [[2, 3]]),
+        _step(
+            2,
+            [
+                _chunk("a", 40, 3, 3, [3, 5, 6], 2),
+                _chunk("b", 2 * B, 10, 4, [4]),
+            ],
+            [[2, 4]],
+        ),
+        _step(3, [_chunk("a", 42, 3, 5, [3, 5, 6], 2)]),
+        _step(4, [_chunk("a", 45, 1, 6, [3])]),
+    ]
+    return _entry(steps, [101, 102, 103, 104, 105, 106])
+
+
+@pytest.fixture(scope="module")
+def torch_executor() -> KernelExecutor:
+    return KernelExecutor(backend="torch")
+
+
+def test_aligned_schedule_agrees_with_one_shot(torch_executor):
+    report = torch_executor.replay(aligned_entry())
+    assert set(report.requests) == {"a", "b"}
+    assert report.requests["b"].positions == 11
+    assert not report.diverging(), report.requests
+
+
+def test_poisoned_resume_diverges_far_above_tolerance(torch_executor):
+    report = torch_executor.replay(poisoned_entry())
+    assert report.requests["a"].divergence <= report.tolerance
+    b = report.requests["b"]
+    assert b.divergence > 100 * report.tolerance
+    assert b.first_bad == 2 * B
+    result = torch_executor.to_run_result(poisoned_entry(), report)
+    assert result.requests["b"].resume_state_ok is False
+    assert [f.request_id for f in result.faults] == ["b"]
+
+
+def test_canary_one_token_short_is_detected(torch_executor):
+    canary = KernelExecutor(backend="torch", canary_shift=1)
+    report = canary.replay(aligned_entry())
+    assert report.requests["b"].divergence > 10 * report.tolerance
+    assert report.requests["a"].divergence <= report.tolerance
+
+
+def test_spec_verify_steps_write_per_position_states(torch_executor):
+    entry = spec_entry()
+    report = torch_executor.replay(entry)
+    assert not report.diverging(), report.requests
+    # positions 40..46 are fed true tokens except the rejected draft at 42 (step 2 accepted 1 of 2)
+    assert report.requests["a"].positions == 40 + 2 + 3 + 1
+    # resuming from the state after the rejected draft (block 6) must diverge
+    entry.result.steps[3].chunks[0].read_block = 6
+    assert torch_executor.replay(entry).requests["a"].divergence > 100 * report.tolerance
+
+
+def test_schedule_file_round_trip(tmp_path, torch_executor):
+    path = tmp_path / "schedule.json"
+    write_schedule(path, [poisoned_entry(), aligned_entry()])
+    entries = read_schedule(path)
+    assert [e.result.to_dict() for e in entries] == [poisoned_entry().result.to_dict(), aligned_entry().result.to_dict()]
+    reports = [torch_executor.replay(e) for e in entries]
+    assert [bool(r.diverging()) for r in reports] == [True, False]
+
+
+def test_sim_failure_is_reported_unsupported(torch_executor):
+    entry = aligned_entry()
+    entry.result.status = "unsupported"
+    entry.result.notes.append("spec decode needs a GPU")
+    result = torch_executor.to_run_result(entry, torch_executor.replay(entry))
+    assert result.status == "unsupported"
+
+
+def test_outputs_depend_only_on_tokens_and_state(torch_executor):
+    a = torch_executor.one_shot([5, 6, 7, 8], torch_executor.replay(aligned_entry()))
+    b = KernelExecutor(backend="torch").one_shot([5, 6, 7, 8], torch_executor.replay(aligned_entry()))
+    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))

@@ -1,0 +1,183 @@
+"""The engine tier: ``EngineExecutor().run(scenario, policy) -> RunResult`` on vLLM's real engine.
+
+The engines live in a child process (spawned once, kept warm across scenarios) that runs
+:class:`workers.engine_session.EngineSession`; this side only ships scenario dicts and policy specs
+in and result dicts out, so a crash or a hang inside vLLM never takes the caller down:
+
+- an exception raised by the engine (assertion, kernel error) comes back as
+  ``Fault(kind="engine-crash", detail=<traceback>)``; the child drops its engines and rebuilds them
+  on the next run;
+- a child that dies (segfault, CUDA illegal access) is an ``engine-crash`` with its exit code; a
+  run that exceeds ``timeout_s`` is ``Fault(kind="hang")``; either way the child is replaced.
+
+Verdicts (``poison_verdict``): ``poisoned`` when the state audit found a slot that does not hold
+the state its hash claims; ``clean`` only when the same scenario, run under the reference with one
+cached slot deliberately corrupted (the canary), is caught by the audit; otherwise
+``inconclusive``; ``unsupported`` when the platform cannot run the knobs (the reason is in
+``notes``); ``engine-crash`` / ``hang`` for faults.
+
+Output comparison (``logprob_divergence``): per resumed request, the largest logprob gap over the
+top-k tokens both runs list, up to and including the first position whose greedy token differs (a
+chosen token missing from the other's top-k counts as infinite). ``OUTPUT_TOLERANCE`` is set from
+the measured noise between correct runs (bench/engine_throughput.py prints the floor).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from fuzz.policies import Policy, resolve_policy
+from fuzz.result import Fault, RequestOutcome, RunResult
+from fuzz.scenario import Scenario
+
+# Noise between correct runs (bf16, different chunkings) measured at most ~0.03 in logprob; a
+# state CANARY_OFFSET tokens off moves resumed logprobs by 0.3 and more. The threshold sits at
+# three times the floor.
+OUTPUT_TOLERANCE = 0.1
+DEFAULT_TIMEOUT_S = 300.0
+CHILD_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
+
+
+def _serve(conn: Any) -> None:
+    """Child process main loop: one EngineSession, one request at a time, until the pipe closes."""
+    os.environ.update(CHILD_ENV)
+    from workers.engine_session import EngineSession
+
+    session = EngineSession()
+    while True:
+        try:
+            scenario_dict, policy_spec, canary = conn.recv()
+        except EOFError:
+            return
+        try:
+            policy = None if policy_spec is None else resolve_policy(policy_spec)
+            result = session.run(Scenario.from_dict(scenario_dict), policy, canary)
+            conn.send(("ok", result.to_dict()))
+        except Exception:  # anything vLLM raises is a finding, reported with its traceback
+            conn.send(("crash", traceback.format_exc()))
+            session.close()
+
+
+@dataclass
+class EngineVerdict:
+    """The engine tier's poison verdict on one scenario, with the runs behind it."""
+
+    verdict: str  # poisoned | clean | inconclusive | unsupported | engine-crash | hang
+    result: RunResult
+    canary: RunResult | None = None
+
+
+class EngineExecutor:
+    """Runs scenarios on warm engines in a child process (see the module docstring)."""
+
+    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.timeout_s = timeout_s
+        self._ctx = multiprocessing.get_context("spawn")
+        self._child: Any = None
+        self._conn: Any = None
+
+    def _ensure_child(self) -> None:
+        if self._child is not None and self._child.is_alive():
+            return
+        self.close()
+        self._conn, child_conn = self._ctx.Pipe()
+        self._child = self._ctx.Process(target=_serve, args=(child_conn,), daemon=True, name="gdnfuzz-engine")
+        self._child.start()
+        child_conn.close()
+
+    def close(self) -> None:
+        """Stop the child process (engines are rebuilt on the next run)."""
+        if self._conn is not None:
+            self._conn.close()
+        if self._child is not None:
+            self._child.join(timeout=5)
+            if self._child.is_alive():
+                self._child.kill()
+                self._child.join()
+        self._child = self._conn = None
+
+    def _call(self, scenario: Scenario, policy: Policy | None, canary: bool) -> RunResult:
+        name = "truth" if policy is None else policy.name
+        self._ensure_child()
+        self._conn.send((scenario.to_dict(), None if policy is None else policy.spec, canary))
+        fault: Fault
+        if not self._conn.poll(self.timeout_s):
+            self._child.kill()
+            self.close()
+            fault = Fault(kind="hang", detail=f"no result within {self.timeout_s:.0f} s; the engine was restarted")
+        else:
+            try:
+                status, payload = self._conn.recv()
+            except EOFError:
+                code = self._child.exitcode if self._child is not None else None
+                self.close()
+                status, payload = "crash", f"the engine process died (exit code {code})"
+            if status == "ok":
+                return RunResult.from_dict(payload)
+            fault = Fault(kind="engine-crash", detail=payload)
+        return RunResult(tier="engine", policy=name, scenario_id=scenario.scenario_id(), faults=[fault])
+
+    def run(self, scenario: Scenario, policy: Policy) -> RunResult:
+        """One run of ``scenario`` under ``policy`` with prefix caching, state audit included."""
+        return self._call(scenario, policy, canary=False)
+
+    def run_truth(self, scenario: Scenario) -> RunResult:
+        """The expected outputs: the same arrivals and budgets with prefix caching off."""
+        return self._call(scenario, None, canary=False)
+
+    def run_canary(self, scenario: Scenario, reference: Policy | None = None) -> RunResult:
+        """``scenario`` under ``reference`` (default ``vllm``) with the first hashed slot corrupted."""
+        return self._call(scenario, reference or resolve_policy("vllm"), canary=True)
+
+    def canary_detected(self, scenario: Scenario) -> bool:
+        """Whether the state audit reports the corrupted slot of a canary run of ``scenario``."""
+        return canary_caught(self.run_canary(scenario))
+
+    def poison_verdict(self, scenario: Scenario, policy: Policy) -> EngineVerdict:
+        """The engine tier's verdict on ``scenario`` under ``policy`` (see the module docstring)."""
+        result = self.run(scenario, policy)
+        if result.faults:
+            return EngineVerdict(result.faults[0].kind, result)
+        if result.status != "ok":
+            return EngineVerdict("unsupported", result)
+        if result.poisoned:
+            return EngineVerdict("poisoned", result)
+        canary = self.run_canary(scenario)
+        return EngineVerdict("clean" if canary_caught(canary) else "inconclusive", result, canary)
+
+    def __enter__(self) -> EngineExecutor:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def canary_caught(canary_run: RunResult) -> bool:
+    """True when the audit of a canary run names the corrupted slot (it holds state@claimed-offset)."""
+    from workers.engine_session import CANARY_OFFSET
+
+    return any(p.held_tokens == p.claimed_tokens - CANARY_OFFSET for p in canary_run.poisoned)
+
+
+def logprob_divergence(a: RequestOutcome, b: RequestOutcome) -> float:
+    """Largest top-k logprob gap between two runs of one request (see the module docstring)."""
+    worst = 0.0
+    for i, (ta, tb) in enumerate(zip(a.output_tokens, b.output_tokens, strict=False)):
+        top_a, top_b = (a.top_logprobs or [])[i], (b.top_logprobs or [])[i]
+        if str(ta) not in top_b or str(tb) not in top_a:
+            return math.inf
+        worst = max([worst, *(abs(top_a[t] - top_b[t]) for t in top_a.keys() & top_b.keys())])
+        if ta != tb:
+            break
+    return worst
+
+
+def output_divergence(candidate: RunResult, other: RunResult) -> dict[str, float]:
+    """``logprob_divergence`` of every request both runs completed, by request id."""
+    return {rid: logprob_divergence(o, other.requests[rid]) for rid, o in candidate.requests.items()
+            if rid in other.requests and o.output_tokens and other.requests[rid].output_tokens}

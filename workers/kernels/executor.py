@@ -1,0 +1,353 @@
+"""Kernel tier: replay a sim-tier schedule on real GDN kernels and compare against one-shot runs.
+
+Invariants:
+- The slot table holds real tensors keyed by physical Mamba block id; a block
+  never written reads as the zero state. Each step runs the step's state copies
+  first, then one varlen chunked call for all prefill chunks (as vLLM batches
+  them) and one recurrent call for decode / verify chunks; each chunk reads its
+  initial state from ``read_block`` and writes into ``write_blocks`` exactly
+  what the schedule says (prefill: the state after its last token; verify: the
+  state after each of its positions).
+- A request's outputs are compared, position by position, with one run of its
+  tokens from the zero state on the same backend. Divergence is
+  ``max |o - o_ref| / max |o_ref|`` over the request's compared positions, so
+  a correct schedule stays within the backend's chunking tolerance and a
+  resume from a wrong state does not.
+- Nothing here imports vLLM unless the schedule must be produced by the sim
+  tier (``run`` without a schedule entry).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from fuzz.result import OK, UNSUPPORTED, Chunk, Fault, RunResult
+from workers.kernels.backends import Backend, get_backend
+from workers.kernels.layer import DEFAULT_SHAPE, VOCAB_SIZE, LayerShape, SeededLayer
+from workers.kernels.schedule import ScheduleEntry, request_tokens
+
+TIER = "kernels"
+
+
+@dataclass
+class RequestDivergence:
+    request_id: str
+    hit_tokens: int
+    positions: int  # outputs compared
+    divergence: float  # max |o - o_ref| / max |o_ref|
+    first_bad: int | None  # first position whose error exceeds the tolerance
+
+
+@dataclass
+class KernelReport:
+    """What one replay measured; ``run`` folds it into a RunResult."""
+
+    backend: str
+    tolerance: float
+    requests: dict[str, RequestDivergence] = field(default_factory=dict)
+    kernel_seconds: float = 0.0
+    kernel_calls: int = 0
+    state_bytes_moved: int = 0
+    unsupported: str | None = None
+
+    def diverging(self) -> list[RequestDivergence]:
+        return [d for d in self.requests.values() if d.divergence > self.tolerance]
+
+
+@dataclass
+class _Feed:
+    """One chunk's input token ids and which of its positions carry the request's true tokens."""
+
+    chunk: Chunk
+    ids: list[int]
+    compare: list[bool]
+
+
+def _wrong_token(full: list[int], position: int) -> int:
+    """A deterministic token that differs from the true one: a rejected draft."""
+    true = full[position] if position < len(full) else 0
+    return (true + 1 + position % 997) % VOCAB_SIZE
+
+
+def _feeds(result: RunResult, tokens: dict[str, list[int]]) -> dict[int, list[_Feed]]:
+    """Per step, each chunk's inputs. A verify chunk's accepted drafts are read off the next chunk's start."""
+    per_request: dict[str, list[tuple[int, Chunk]]] = {}
+    for step in result.steps:
+        for chunk in step.chunks:
+            per_request.setdefault(chunk.request_id, []).append((step.step, chunk))
+    feeds: dict[int, list[_Feed]] = {}
+    for rid, chunks in per_request.items():
+        full = tokens[rid]
+        for i, (step, chunk) in enumerate(chunks):
+            end = chunk.start + chunk.num_tokens
+            true_upto = end
+            if chunk.num_draft_tokens:
+                nxt = chunks[i + 1][1].start if i + 1 < len(chunks) else end
+                true_upto = min(end, max(chunk.start + 1, nxt))
+            positions = range(chunk.start, end)
+            compare = [p < true_upto and p < len(full) for p in positions]
+            ids = [full[p] if ok else _wrong_token(full, p) for p, ok in zip(positions, compare, strict=True)]
+            feeds.setdefault(step, []).append(_Feed(chunk, ids, compare))
+    return feeds
+
+
+def _split_copies(result: RunResult, block_size: int) -> dict[int, tuple[list[list[int]], list[list[int]]]]:
+    """Per step, (copies before the kernels, copies after them).
+
+    ``StepRecord.copies`` lists, in order, the KV manager's block copies and the
+    runner's ``preprocess_mamba`` copies (both before the kernels), then the
+    spec-decode postprocess copies (an exact boundary state saved after
+    verification, read from a block the step's verify chunk just wrote). A
+    copy is post-kernel iff its source is one of this step's verify writes and
+    it is not that chunk's own preprocess copy; a chunk had a preprocess copy
+    iff its previous column (its last chunk's while it keeps running, else
+    ``(start - 1) // B``) differs from its ``state_column``, and that copy
+    lands in the block the chunk reads.
+    """
+    last: dict[str, Chunk] = {}
+    split: dict[int, tuple[list[list[int]], list[list[int]]]] = {}
+    for step in result.steps:
+        moved: set[str] = set()
+        for chunk in step.chunks:
+            before = last.get(chunk.request_id)
+            running = before is not None and before.start + before.num_tokens >= chunk.start
+            prev = before.state_column if running else (chunk.start - 1) // block_size
+            if prev not in (-1, chunk.state_column):
+                moved.add(chunk.request_id)
+            last[chunk.request_id] = chunk
+        verify = [c for c in step.chunks if c.num_draft_tokens]
+        pre: list[list[int]] = []
+        post: list[list[int]] = []
+        for src, dst in step.copies:
+            writer = next((c for c in verify if src in c.write_blocks), None)
+            if writer is None or (writer.request_id in moved and dst == writer.read_block):
+                pre.append([src, dst])
+                moved.discard(writer.request_id if writer else "")
+            else:
+                post.append([src, dst])
+        split[step.step] = (pre, post)
+    return split
+
+
+class SlotTable:
+    """Physical Mamba block id -> (conv state, SSM state), float32 on the backend's device."""
+
+    def __init__(self, shape: LayerShape, device: str):
+        self.shape, self.device = shape, device
+        self.slots: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def read(self, block: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+        if block is None or block not in self.slots:
+            return (
+                torch.zeros(self.shape.conv_shape(1)[1:], device=self.device),
+                torch.zeros(self.shape.ssm_shape(1)[1:], device=self.device),
+            )
+        return self.slots[block]
+
+    def write(self, block: int, conv: torch.Tensor, ssm: torch.Tensor) -> None:
+        self.slots[block] = (conv.clone(), ssm.clone())
+
+    def copy(self, src: int, dst: int) -> None:
+        self.write(dst, *self.read(src))
+
+
+class KernelExecutor:
+    """``run(scenario, policy) -> RunResult`` on real GDN kernels, from the sim tier's schedule.
+
+    ``schedules``: precomputed entries (a schedule file) looked up by scenario id and
+    policy name; without one, ``run`` asks the sim tier (which imports vLLM).
+    ``canary_shift``: when > 0, the first resumed request's resume slot is overwritten
+    with the state ``canary_shift`` tokens short of its hit, to show detection works.
+    """
+
+    def __init__(
+        self,
+        backend: str | Backend = "auto",
+        layer_seed: int = 0,
+        shape: LayerShape = DEFAULT_SHAPE,
+        schedules: list[ScheduleEntry] | None = None,
+        canary_shift: int = 0,
+    ):
+        self.backend = get_backend(backend) if isinstance(backend, str) else backend
+        self.layer = SeededLayer(shape, layer_seed)
+        self.shape = shape
+        self.device = self.backend.device
+        self.params = {
+            name: getattr(self.layer, name).to(self.device) for name in ("conv_weight", "conv_bias", "A_log", "dt_bias")
+        }
+        self.schedules = {(e.scenario.scenario_id(), e.result.policy): e for e in schedules or []}
+        self.canary_shift = canary_shift
+
+    # ------------------------------------------------------------ entry points
+
+    def run(self, scenario, policy) -> RunResult:
+        entry = self.schedules.get((scenario.scenario_id(), policy.name)) or simulate(scenario, policy)
+        return self.to_run_result(entry, self.replay(entry))
+
+    def replay(self, entry: ScheduleEntry) -> KernelReport:
+        report = KernelReport(self.backend.name, self.backend.tolerance)
+        sim = entry.result
+        if sim.status != OK:
+            report.unsupported = f"sim tier status {sim.status!r}: {'; '.join(sim.notes)}"
+            return report
+        slots = SlotTable(self.shape, self.device)
+        outputs: dict[str, dict[int, torch.Tensor]] = {}
+        feeds = _feeds(sim, entry.tokens)
+        copies = _split_copies(sim, entry.scenario.engine.mamba_block_size)
+        canary = self._canary_target(entry)
+        for step in sim.steps:
+            pre, post = copies[step.step]
+            for src, dst in pre:
+                slots.copy(src, dst)
+            step_feeds = feeds.get(step.step, [])
+            if canary and any(f.chunk is canary[0] for f in step_feeds):
+                slots.write(canary[0].read_block, *canary[1])
+                canary = None
+            for chunked in (True, False):
+                batch = [f for f in step_feeds if (f.chunk.num_tokens > 1 and not f.chunk.num_draft_tokens) == chunked]
+                if batch:
+                    self._run_batch(batch, slots, outputs, chunked, report)
+            for src, dst in post:
+                slots.copy(src, dst)
+        for rid, outs in outputs.items():
+            report.requests[rid] = self._compare(rid, outs, entry, report)
+        return report
+
+    # ------------------------------------------------------------ kernels
+
+    def _timed(self, report: KernelReport, fn, *args, **kwargs):
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = fn(*args, **kwargs)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        report.kernel_seconds += time.perf_counter() - t0
+        report.kernel_calls += 1
+        return out
+
+    def _forward(self, ids: list[int], cu: list[int], conv0, ssm0, chunked: bool, report: KernelReport, all_states=False):
+        """conv1d + GDN over a varlen batch; returns (x, conv outputs..., gdn outputs, final or per-token states)."""
+        inputs = self.layer.inputs(ids)
+        x, a, b = (t.to(self.device) for t in (inputs.x, inputs.a, inputs.b))
+        cu_t = torch.tensor(cu, dtype=torch.int32)
+        p = self.params
+        y, conv1 = self._timed(report, self.backend.conv1d, x, p["conv_weight"], p["conv_bias"], conv0, cu_t)
+        q, k, v = self.layer.split_qkv(y)
+        args = (q, k, v, a, b, p["A_log"], p["dt_bias"], ssm0, cu_t)
+        if chunked:
+            o, ssm1 = self._timed(report, self.backend.gdn_chunked, *args)
+        else:
+            o, ssm1 = self._timed(report, self.backend.gdn_recurrent, *args, all_states=all_states)
+        report.state_bytes_moved += (len(cu) - 1 + ssm1.shape[0]) * self.shape.state_bytes()
+        return x, conv1, o, ssm1
+
+    def _run_batch(self, batch: list[_Feed], slots: SlotTable, outputs, chunked: bool, report: KernelReport) -> None:
+        cu = [0]
+        for f in batch:
+            cu.append(cu[-1] + len(f.ids))
+        read = [slots.read(f.chunk.read_block) for f in batch]
+        conv0 = torch.stack([r[0] for r in read])
+        ssm0 = torch.stack([r[1] for r in read])
+        ids = [t for f in batch for t in f.ids]
+        x, conv1, o, ssm1 = self._forward(ids, cu, conv0, ssm0, chunked, report, all_states=not chunked)
+        width = self.shape.conv_width
+        for i, f in enumerate(batch):
+            lo, hi = cu[i], cu[i + 1]
+            seen = outputs.setdefault(f.chunk.request_id, {})
+            for j, ok in enumerate(f.compare):
+                if ok:
+                    seen[f.chunk.start + j] = o[lo + j]
+            if chunked:
+                for block in f.chunk.write_blocks[-1:]:
+                    slots.write(block, conv1[i], ssm1[i])
+                continue
+            history = torch.cat([conv0[i], x[lo:hi].T], dim=1)  # conv state after position j: columns j+1 .. j+W-1
+            for j, block in enumerate(f.chunk.write_blocks[: hi - lo]):
+                slots.write(block, history[:, j + 1 : j + width], ssm1[lo + j])
+
+    # ------------------------------------------------------------ oracle
+
+    def one_shot(self, tokens: list[int], report: KernelReport) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Outputs and final (conv, SSM) state of ``tokens`` run in one chunk from the zero state."""
+        zero_conv, zero_ssm = SlotTable(self.shape, self.device).read(None)
+        _, conv1, o, ssm1 = self._forward(tokens, [0, len(tokens)], zero_conv[None], zero_ssm[None], True, report)
+        return o, conv1[0], ssm1[0]
+
+    def _compare(self, rid: str, outs: dict[int, torch.Tensor], entry: ScheduleEntry, report) -> RequestDivergence:
+        positions = sorted(outs)
+        truth, _, _ = self.one_shot(entry.tokens[rid][: positions[-1] + 1], report)
+        got = torch.stack([outs[p] for p in positions])
+        want = truth[positions]
+        scale = want.abs().max().clamp_min(1e-12)
+        err = ((got - want).abs().flatten(1).amax(1) / scale).cpu()
+        bad = (err > self.backend.tolerance).nonzero()
+        outcome = entry.result.requests.get(rid)
+        return RequestDivergence(
+            rid,
+            outcome.hit_tokens if outcome else 0,
+            len(positions),
+            float(err.max()),
+            positions[int(bad[0])] if len(bad) else None,
+        )
+
+    def _canary_target(self, entry: ScheduleEntry) -> tuple[Chunk, tuple[torch.Tensor, torch.Tensor]] | None:
+        if self.canary_shift <= 0:
+            return None
+        for step in entry.result.steps:
+            for chunk in step.chunks:
+                outcome = entry.result.requests.get(chunk.request_id)
+                if outcome and outcome.hit_tokens > 0 and chunk.start == outcome.hit_tokens and chunk.read_block is not None:
+                    held = max(0, outcome.hit_tokens - self.canary_shift)
+                    tokens = entry.tokens[chunk.request_id][:held]
+                    if not tokens:
+                        return chunk, SlotTable(self.shape, self.device).read(None)
+                    _, conv, ssm = self.one_shot(tokens, KernelReport(self.backend.name, self.backend.tolerance))
+                    return chunk, (conv, ssm)
+        return None
+
+    # ------------------------------------------------------------ result
+
+    def to_run_result(self, entry: ScheduleEntry, report: KernelReport) -> RunResult:
+        """The sim run's schedule and outcomes, with what the kernels measured in place of symbolic verdicts."""
+        sim = entry.result
+        result = RunResult(
+            tier=TIER,
+            policy=sim.policy,
+            scenario_id=sim.scenario_id,
+            requests=copy.deepcopy(sim.requests),
+            steps=copy.deepcopy(sim.steps),
+            hashed_mamba_blocks=sim.hashed_mamba_blocks,
+        )
+        result.notes.append(f"backend {report.backend}, tolerance {report.tolerance:g}")
+        if report.unsupported:
+            result.status = UNSUPPORTED
+            result.notes.append(report.unsupported)
+            return result
+        for rid, d in sorted(report.requests.items()):
+            outcome = result.requests.get(rid)
+            if outcome is not None and outcome.resumed:
+                outcome.resume_state_ok = d.divergence <= report.tolerance
+            result.notes.append(f"divergence {rid} {d.divergence:.3g} over {d.positions} positions")
+        for d in report.diverging():
+            result.faults.append(
+                Fault(
+                    kind="divergence",
+                    detail=f"outputs diverge from a one-shot run by {d.divergence:.3g} "
+                    f"(tolerance {report.tolerance:g}) from position {d.first_bad}; hit_tokens {d.hit_tokens}",
+                    request_id=d.request_id,
+                )
+            )
+        return result
+
+
+def simulate(scenario, policy) -> ScheduleEntry:
+    """The sim tier's run of ``scenario`` under ``policy`` (imports vLLM), as a schedule entry."""
+    from workers.sim import SimExecutor  # noqa: PLC0415 - vLLM only where a schedule must be made
+
+    result = SimExecutor().run(scenario, policy)
+    return ScheduleEntry(scenario, result, request_tokens(scenario, result))

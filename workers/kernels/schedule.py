@@ -1,0 +1,90 @@
+"""Schedule files: the sim tier's runs, carried to machines that have no vLLM.
+
+A schedule file holds, per (scenario, policy), the scenario, the sim tier's
+RunResult (which chunk ran in which step, which block each chunk read and
+wrote, which state copies ran before each step) and every request's full
+token list. The kernel tier replays it with nothing but torch, so a GPU
+worker without vLLM can run it. Invariant: an entry replays to the same
+outcome as running the sim tier on the same scenario and policy here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fuzz.result import RunResult
+from fuzz.scenario import Scenario, ScenarioError, own_prompt_tokens
+
+FORMAT_KEY = "gdnfuzz_kernel_schedule"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class ScheduleEntry:
+    """One sim run and the tokens it needs: everything the kernel tier reads."""
+
+    scenario: Scenario
+    result: RunResult
+    tokens: dict[str, list[int]]
+    source: str = ""  # where the scenario came from (a corpus path), for reports
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario.to_dict(),
+            "result": self.result.to_dict(),
+            "tokens": self.tokens,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ScheduleEntry:
+        return cls(
+            scenario=Scenario.from_dict(data["scenario"]),
+            result=RunResult.from_dict(data["result"]),
+            tokens={rid: list(t) for rid, t in data["tokens"].items()},
+            source=data.get("source", ""),
+        )
+
+
+def request_tokens(scenario: Scenario, result: RunResult) -> dict[str, list[int]]:
+    """Each request's full token list: (parent's full list if it continues one) + own prompt + outputs.
+
+    Outputs are the token ids the run reports in ``result.requests[rid].output_tokens``.
+    """
+    full: dict[str, list[int]] = {}
+    for request in scenario.requests:  # parents come first: the scenario validates that
+        prefix = full[request.continues] if request.continues else []
+        prompt = prefix + own_prompt_tokens(scenario, request)
+        outcome = result.requests.get(request.id)
+        full[request.id] = prompt + (list(outcome.output_tokens) if outcome else [])
+    return full
+
+
+def write_schedule(path: str | Path, entries: list[ScheduleEntry]) -> None:
+    data = {FORMAT_KEY: FORMAT_VERSION, "entries": [e.to_dict() for e in entries]}
+    Path(path).write_text(json.dumps(data, separators=(",", ":")) + "\n")
+
+
+def read_schedule(path: str | Path) -> list[ScheduleEntry]:
+    """Entries of a schedule file; a malformed file raises ScenarioError naming it and the field."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ScenarioError("<file>", "no such file", str(path)) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ScenarioError("<json>", f"not valid JSON ({exc})", str(path)) from None
+    if not isinstance(data, dict) or data.get(FORMAT_KEY) != FORMAT_VERSION:
+        raise ScenarioError(FORMAT_KEY, f"expected a kernel schedule of version {FORMAT_VERSION}", str(path))
+    entries = []
+    for i, raw in enumerate(data.get("entries", [])):
+        try:
+            entries.append(ScheduleEntry.from_dict(raw))
+        except ScenarioError as exc:
+            raise ScenarioError(f"entries[{i}].scenario.{exc.field_path}", exc.message, str(path)) from None
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ScenarioError(f"entries[{i}]", f"malformed entry ({type(exc).__name__}: {exc})", str(path)) from None
+    return entries

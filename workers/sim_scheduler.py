@@ -1,0 +1,191 @@
+"""Build vLLM's real Scheduler offline, for one set of engine knobs, with no model.
+
+The Scheduler and its KVCacheManager are vLLM's own classes; only the inputs
+that the engine would normally derive from a loaded model are made here: a
+``VllmConfig`` from ``EngineArgs`` over the tiny hybrid config directory
+(``workers.model.tiny_config_dir``), and a hybrid ``KVCacheConfig`` with one
+full-attention group and one Mamba (GDN) group in align mode.
+
+Invariant: a ``VllmConfig`` is built once per distinct set of config-relevant
+knobs (about 10 ms warm, seconds cold) and cached; every ``build_scheduler``
+call gets a fresh Scheduler with an empty prefix cache (about 10 ms).
+A knob set that vLLM rejects raises :class:`ConfigRejected` with vLLM's reason
+in one line.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from fuzz.scenario import EngineKnobs
+
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+
+MAX_MODEL_LEN = 16_384  # the tiny config's max_position_embeddings
+GDN_LAYER = "model.layers.0.linear_attn"
+ATTENTION_LAYER = "model.layers.1.self_attn"
+
+
+class ConfigRejected(ValueError):
+    """vLLM refused this combination of engine knobs."""
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """The knobs that change the VllmConfig (everything else is set per run)."""
+
+    mamba_block_size: int
+    block_size: int
+    hash_block_size: int
+    max_num_batched_tokens: int
+    long_prefill_token_threshold: int
+    max_num_seqs: int
+    spec_decode: str
+    num_speculative_tokens: int
+    retention_interval: int | None
+
+    @classmethod
+    def of(cls, knobs: EngineKnobs) -> ConfigKey:
+        return cls(
+            knobs.mamba_block_size,
+            knobs.block_size,
+            knobs.hash_block_size,
+            knobs.max_num_batched_tokens,
+            knobs.long_prefill_token_threshold,
+            knobs.max_num_seqs,
+            knobs.spec_decode,
+            knobs.num_spec_tokens,
+            knobs.retention_interval,
+        )
+
+
+def one_line_reason(exc: BaseException) -> str:
+    """vLLM's reason for an exception in one line (pydantic's "Value error, ..." when present)."""
+    text = " ".join(str(exc).split())
+    if "Value error, " in text:
+        text = text.split("Value error, ", 1)[1].split(" [type=", 1)[0]
+    text = text or type(exc).__name__
+    return text if len(text) <= 240 else text[:237] + "..."
+
+
+def _quiet_vllm() -> None:
+    for name in ("vllm", "vllm.config", "vllm.engine"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+@functools.lru_cache(maxsize=64)
+def vllm_config_for(key: ConfigKey) -> Any:
+    """The VllmConfig vLLM's own EngineArgs produce for these knobs (cached)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    from workers.model import tiny_config_dir
+
+    _quiet_vllm()
+    speculative = (
+        None
+        if key.spec_decode == "off"
+        else {"method": key.spec_decode, "num_speculative_tokens": key.num_speculative_tokens}
+    )
+    if key.spec_decode == "eagle":
+        # vLLM has no EAGLE draft architecture for Qwen3-Next; the target's MTP
+        # head is configured instead. The scheduler treats both as the EAGLE
+        # family (use_eagle, use_eagle_block_drop), which is all the split sees.
+        speculative = {**speculative, "method": "mtp"}
+    try:
+        args = EngineArgs(
+            model=str(tiny_config_dir()),
+            skip_tokenizer_init=True,
+            load_format="dummy",
+            dtype="bfloat16",
+            enforce_eager=True,
+            max_model_len=MAX_MODEL_LEN,
+            enable_prefix_caching=True,
+            mamba_cache_mode="align",
+            # As in vLLM's engine after hybrid alignment: cache_config.block_size
+            # is B, which is what the split reads as the Mamba block size.
+            mamba_block_size=key.mamba_block_size,
+            block_size=key.mamba_block_size,
+            prefix_match_unit=key.hash_block_size,
+            prefix_cache_retention_interval=key.retention_interval,
+            max_num_batched_tokens=key.max_num_batched_tokens,
+            long_prefill_token_threshold=key.long_prefill_token_threshold,
+            max_num_seqs=key.max_num_seqs,
+            speculative_config=speculative,
+            async_scheduling=False,  # the sim drives EngineCore.step's synchronous order
+        )
+        return args.create_engine_config()
+    except Exception as exc:  # vLLM validates with several exception types
+        raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None
+
+
+def kv_cache_config_for(vllm_config: Any, knobs: EngineKnobs, num_blocks: int) -> Any:
+    """A hybrid KVCacheConfig: full attention (block_size) + GDN Mamba (align, B)."""
+    import torch
+    from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
+    from vllm.v1.kv_cache_interface import (
+        FullAttentionSpec,
+        KVCacheConfig,
+        KVCacheGroupSpec,
+        MambaSpec,
+    )
+
+    attention = FullAttentionSpec(
+        block_size=knobs.block_size, num_kv_heads=2, head_size=32, dtype=torch.bfloat16
+    )
+    mamba = MambaSpec(
+        block_size=knobs.mamba_block_size,
+        shapes=((3, 384), (2, 128, 128)),
+        dtypes=(torch.bfloat16, torch.bfloat16),
+        mamba_type=MambaAttentionBackendEnum.GDN_ATTN,
+        mamba_cache_mode="align",
+        num_speculative_blocks=vllm_config.num_speculative_tokens,
+    )
+    return KVCacheConfig(
+        num_blocks=num_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec([ATTENTION_LAYER], attention),
+            KVCacheGroupSpec([GDN_LAYER], mamba),
+        ],
+        prefix_cache_retention_interval=knobs.retention_interval,
+    )
+
+
+def default_num_blocks(knobs: EngineKnobs, total_tokens: int) -> int:
+    """Enough blocks that nothing is evicted: every token of every request, twice over."""
+    return 2 * (total_tokens // knobs.block_size + 64 * (knobs.num_spec_tokens + 4)) + 256
+
+
+def build_scheduler(knobs: EngineKnobs, num_blocks: int) -> Any:
+    """A fresh real Scheduler (empty cache) for these knobs."""
+    from vllm.v1.core.kv_cache_utils import (
+        resolve_cache_hit_alignment_tokens,
+        resolve_kv_cache_block_sizes,
+    )
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    vllm_config = copy.copy(vllm_config_for(ConfigKey.of(knobs)))
+    vllm_config.cache_config = copy.copy(vllm_config.cache_config)
+    vllm_config.cache_config.num_gpu_blocks = num_blocks
+    kv_cache_config = kv_cache_config_for(vllm_config, knobs, num_blocks)
+    try:
+        scheduler_block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, vllm_config)
+        kv_cache_config.hash_block_size = hash_block_size
+        kv_cache_config.cache_hit_alignment_tokens = resolve_cache_hit_alignment_tokens(
+            kv_cache_config, vllm_config, scheduler_block_size, hash_block_size
+        )
+        return Scheduler(
+            vllm_config=vllm_config,
+            kv_cache_config=kv_cache_config,
+            structured_output_manager=StructuredOutputManager(vllm_config),
+            block_size=scheduler_block_size,
+            hash_block_size=hash_block_size,
+        )
+    except (ValueError, AssertionError, NotImplementedError) as exc:
+        raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None
