@@ -1,12 +1,13 @@
-"""Engine tier figures on this machine: engine start, warm scenarios/s, and the noise floors.
+"""Engine tier figures on this machine: engine start, warm scenarios/s, noise floors, divergence sizes.
 
 Prints (no assertions):
 - cold start: the first run (child process, ``import vllm``, both engines built);
 - warm seconds per scenario run (audit and recomputations included) over ``--runs`` runs;
-- the output noise floor: largest ``logprob_divergence`` between the reference and the truth run
-  over the corpus entries the CPU engine can run, against ``OUTPUT_TOLERANCE``;
-- the state noise floor: largest audit distance among clean slots, against ``STATE_TOLERANCE``;
-- the canary's output divergence (resumed requests), i.e. how far a state 8 tokens off moves them.
+- per corpus entry (its spec-decode-off variant where the CPU engine cannot draft): the reference
+  run's largest logprob gap to the truth run (output noise), its largest clean-slot distance (state
+  noise), the canary's effect on resumed requests, and the ``naive`` split's poisoned slots and
+  output divergence against the truth;
+- the floors against ``OUTPUT_TOLERANCE`` and ``STATE_TOLERANCE``.
 
 Run: ``.venv/bin/python bench/engine_throughput.py [--runs N] [corpus files...]``
 """
@@ -25,16 +26,23 @@ sys.path.insert(0, str(ROOT))
 
 from fuzz.policies import resolve_policy  # noqa: E402
 from fuzz.scenario import load_scenario  # noqa: E402
-from workers.engine import OUTPUT_TOLERANCE, EngineExecutor, output_divergence  # noqa: E402
+from workers.engine import (  # noqa: E402
+    OUTPUT_TOLERANCE,
+    EngineExecutor,
+    canary_caught,
+    output_divergence,
+    without_spec_decode,
+)
 from workers.engine_session import STATE_TOLERANCE  # noqa: E402
 
 
 def _clean_distance(notes: list[str]) -> float:
-    for note in notes:
-        match = re.search(r"largest distance among clean slots ([0-9.]+)", note)
-        if match:
-            return float(match.group(1))
-    return 0.0
+    found = (re.search(r"largest distance among clean slots ([0-9.]+)", n) for n in notes)
+    return max((float(m.group(1)) for m in found if m), default=0.0)
+
+
+def _span(values: list[float]) -> str:
+    return f"{min(values):.3f}..{max(values):.3f}" if values else "-"
 
 
 def main() -> None:
@@ -43,8 +51,12 @@ def main() -> None:
     parser.add_argument("files", nargs="*", type=Path)
     args = parser.parse_args()
     files = args.files or sorted((ROOT / "corpus" / "regressions").glob("*.json"))
-    scenarios = [(f.name, load_scenario(f)[0]) for f in files]
-    vllm = resolve_policy("vllm")
+    scenarios = []
+    for f in files:
+        scenario = load_scenario(f)[0]
+        label = f.name if scenario.engine.spec_decode == "off" else f"{f.name} (spec off)"
+        scenarios.append((label, without_spec_decode(scenario)))
+    vllm, naive = resolve_policy("vllm"), resolve_policy("naive")
     with EngineExecutor() as engine:
         t0 = time.perf_counter()
         first = engine.run(scenarios[0][1], vllm)
@@ -57,26 +69,25 @@ def main() -> None:
         print(f"warm: {per_run:.2f} s per scenario run, {1 / per_run:.2f} scenarios/s ({scenarios[0][0]})")
         out_floor = state_floor = 0.0
         canary_moves: list[float] = []
-        ran = 0
-        for name, scenario in scenarios:
-            run, truth = engine.run(scenario, vllm), engine.run_truth(scenario)
+        for label, scenario in scenarios:
+            run, truth = engine.run(scenario, vllm), engine.truth(scenario)
             if run.status != "ok" or run.faults:
-                print(f"  {name}: {run.status} {run.notes[:1] or [f.kind for f in run.faults]}")
+                print(f"  {label}: {run.status} {run.notes[:1] or [f.kind for f in run.faults]}")
                 continue
-            ran += 1
-            gaps = [d for d in output_divergence(run, truth).values() if math.isfinite(d)]
-            out_floor = max([out_floor, *gaps])
+            noise = [d for d in output_divergence(run, truth).values() if math.isfinite(d)]
+            out_floor = max([out_floor, *noise])
             state_floor = max(state_floor, _clean_distance(run.notes))
             canary = engine.run_canary(scenario)
             moved = [d for rid, d in output_divergence(canary, run).items() if run.requests[rid].resumed]
             canary_moves += moved
-            print(f"  {name}: ref-vs-truth max {max(gaps, default=0):.3f}, canary moves resumed requests by "
-                  f"{min(moved, default=float('nan')):.3f}..{max(moved, default=float('nan')):.3f}")
-        print(f"corpus entries run: {ran}/{len(scenarios)}")
+            bad = engine.run(scenario, naive)
+            bad_gap = [d for rid, d in output_divergence(bad, truth).items() if bad.requests[rid].resumed]
+            held = [p.held.split(" (distance")[0] for p in bad.poisoned]
+            print(f"  {label}: noise {_span(noise)}; canary caught={canary_caught(canary)} moves resumed by "
+                  f"{_span(moved)}; naive poisoned {len(bad.poisoned)} {held[:2]} resumed gap {_span(bad_gap)}")
         print(f"output noise floor (max ref-vs-truth logprob gap): {out_floor:.3f}; OUTPUT_TOLERANCE {OUTPUT_TOLERANCE}")
         print(f"state noise floor (max clean-slot distance): {state_floor:.4f}; STATE_TOLERANCE {STATE_TOLERANCE}")
-        if canary_moves:
-            print(f"canary divergence on resumed requests: min {min(canary_moves):.3f}, max {max(canary_moves):.3f}")
+        print(f"canary divergence on resumed requests: {_span(canary_moves)} (inf = greedy token changed)")
 
 
 if __name__ == "__main__":

@@ -92,7 +92,8 @@ def _optional_registrars() -> list[Registrar]:
     """Subcommands of other modules, each adding its own parser (``add_*_parser(subparsers)``)."""
     registrars: list[Registrar] = []
     for module_name, attrs in (
-        ("fuzz.run_cli", ("add_run_parser", "add_minimize_parser")),
+        ("fuzz.run_cli", ("add_run_parser",)),
+        ("fuzz.minimize_cli", ("add_minimize_parser",)),
         ("fuzz.confirm", ("add_confirm_parser",)),
         ("fuzz.campaign_cli", ("add_campaign_parser",)),
         ("fuzz.stats", ("add_status_parser",)),

@@ -103,8 +103,11 @@ def random_scenario(c: Choices) -> Scenario:
     return Scenario.from_dict(scenario.to_dict())
 
 
-def tight_kv_blocks(scenario: Scenario, slack: float) -> int:
-    """A pool that holds the largest request (all its turns) with ``slack`` in [0, 1) to spare."""
+def required_kv_blocks(scenario: Scenario) -> int:
+    """Blocks the largest request (all its turns, drafts included) needs alone: attention blocks
+    for every token, the Mamba columns align mode keeps live (running, previous, speculative), and
+    the two a partial hit holds while its copy-on-write runs (source and copy). vLLM itself sizes
+    the pool for a whole max_model_len request; a pool below this is not a configuration it runs."""
     from fuzz.scenario import own_prompt_tokens
 
     e = scenario.engine
@@ -114,7 +117,9 @@ def tight_kv_blocks(scenario: Scenario, slack: float) -> int:
         head = lengths[r.continues] + scenario.request(r.continues).max_tokens if r.continues else 0
         lengths[r.id] = head + len(own_prompt_tokens(scenario, r))
         longest = max(longest, lengths[r.id] + r.max_tokens + e.num_spec_tokens + 1)
-    attention_blocks = -(-longest // e.block_size)
-    mamba_blocks = 3 + e.num_spec_tokens + -(-longest // e.mamba_block_size)
-    per_request = attention_blocks + mamba_blocks + 2
-    return int(per_request * (1.0 + slack)) + 8
+    return -(-longest // e.block_size) + 3 + e.num_spec_tokens + 2
+
+
+def tight_kv_blocks(scenario: Scenario, slack: float) -> int:
+    """A pool that holds the largest request with ``slack`` in [0, 1) to spare: preemption pressure."""
+    return int(required_kv_blocks(scenario) * (1.0 + slack)) + 4

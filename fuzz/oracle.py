@@ -5,9 +5,12 @@ Four checks, each a Finding kind of its own:
     than the one its hash claims (``poisoned-slot``), on either side;
 (b) differential: a request resumed from a state that is not exactly its
     prefix (``bad-resume``), or whose output tokens differ between candidate and
-    reference (``output-divergence``);
-(c) truth: the side whose outputs differ from the no-prefix-caching truth is the
-    wrong one (without a truth run the side is ``unknown``);
+    reference on the same prompt (``output-divergence``);
+(c) truth: the side whose outputs differ from the exact computation of the
+    prompt it saw (the sim tier carries it per request; other tiers use the
+    no-prefix-caching truth run) is the wrong one, and a side that is wrong
+    even where both agree is a ``truth-divergence`` (without a truth the side is
+    ``unknown``);
 (d) contracts and liveness: ``contract``, ``liveness``, ``exception``,
     ``engine-crash``, ``hang`` faults recorded by the executor.
 
@@ -18,10 +21,11 @@ never ``clean``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from fuzz.result import UNSUPPORTED, RunResult
+from fuzz.result import UNSUPPORTED, RequestOutcome, RunResult
 
 CLEAN = "clean"
 DIVERGED = "diverged"
@@ -96,24 +100,39 @@ def _side_findings(run: RunResult, side: str) -> list[Finding]:
     return found
 
 
-def judge(candidate: RunResult, reference: RunResult, truth: RunResult | None = None) -> Verdict:
-    """A Verdict on what resumed-from-cache requests computed under candidate vs reference."""
+OutputsDiffer = Callable[[RequestOutcome, RequestOutcome], bool]
+
+
+def judge(candidate: RunResult, reference: RunResult, truth: RunResult | None = None,
+          outputs_differ: OutputsDiffer | None = None) -> Verdict:
+    """A Verdict on what resumed-from-cache requests computed under candidate vs reference.
+
+    ``outputs_differ`` compares two requests' outputs; the default is exact
+    tokens (the sim tier's symbolic model has no noise).
+    """
+    differ = outputs_differ or _outputs_differ
     if UNSUPPORTED in (candidate.status, reference.status):
         return Verdict(UNSUPPORTED_VERDICT, notes=candidate.notes + reference.notes)
     findings = _side_findings(candidate, "candidate") + _side_findings(reference, "reference")
     for rid, c in candidate.requests.items():
         r = reference.requests.get(rid)
-        if r is None or not _outputs_differ(c, r):
+        if r is None:
             continue
-        expected = truth.requests[rid].output_tokens if truth and rid in truth.requests else None
-        side = "unknown" if expected is None else _wrong_side(
-            _agrees(c.output_tokens, expected), _agrees(r.output_tokens, expected))
-        at = next((i for i, (a, b) in enumerate(zip(c.output_tokens, r.output_tokens, strict=False)) if a != b),
-                  min(len(c.output_tokens), len(r.output_tokens)))
-        findings.append(Finding(
-            "output-divergence", side,
-            f"request {rid} output differs from token {at} (resumed at {c.hit_tokens} vs {r.hit_tokens} tokens)",
-            rid, c.finish_step, {"first_token": at, "candidate_hit": c.hit_tokens, "reference_hit": r.hit_tokens}))
+        c_ok, r_ok = _matches_truth(c, truth, differ), _matches_truth(r, truth, differ)
+        if _same_prompt(c, r) and differ(c, r):
+            at = next((i for i, (a, b) in enumerate(zip(c.output_tokens, r.output_tokens, strict=False)) if a != b),
+                      min(len(c.output_tokens), len(r.output_tokens)))
+            side = "unknown" if None in (c_ok, r_ok) else _wrong_side(bool(c_ok), bool(r_ok))
+            findings.append(Finding(
+                "output-divergence", side,
+                f"request {rid} output differs from token {at} (resumed at {c.hit_tokens} vs {r.hit_tokens} tokens)",
+                rid, c.finish_step, {"first_token": at, "candidate_hit": c.hit_tokens, "reference_hit": r.hit_tokens}))
+        elif c_ok is False or r_ok is False:
+            side = _wrong_side(c_ok is not False, r_ok is not False)
+            findings.append(Finding(
+                "truth-divergence", side,
+                f"request {rid} output differs from the exact computation of its own prompt", rid,
+                (c if c_ok is False else r).finish_step))
     return Verdict(
         status=DIVERGED if findings else CLEAN,
         findings=findings,
@@ -123,7 +142,23 @@ def judge(candidate: RunResult, reference: RunResult, truth: RunResult | None = 
     )
 
 
-def _outputs_differ(c: Any, r: Any) -> bool:
+def _same_prompt(c: RequestOutcome, r: RequestOutcome) -> bool:
+    """Comparable runs of a request saw the same prompt (a multi-turn follow-up of an aborted
+    parent sees whatever the parent had produced by then)."""
+    return c.prompt_digest is None or r.prompt_digest is None or c.prompt_digest == r.prompt_digest
+
+
+def _matches_truth(o: RequestOutcome, truth: RunResult | None, differ: OutputsDiffer) -> bool | None:
+    """Does the run's output match the exact computation of the prompt it saw? None: unknown."""
+    if o.expected_tokens is not None:
+        return not _outputs_differ(o, replace(o, output_tokens=o.expected_tokens, finish_reason=None))
+    t = truth.requests.get(o.id) if truth is not None else None
+    if t is None or not _same_prompt(o, t):
+        return None
+    return not differ(o, t)
+
+
+def _outputs_differ(c: RequestOutcome, r: RequestOutcome) -> bool:
     """Tokens differ where both produced one; lengths count only if neither was aborted mid-way."""
     n = min(len(c.output_tokens), len(r.output_tokens))
     if c.output_tokens[:n] != r.output_tokens[:n]:
@@ -131,7 +166,3 @@ def _outputs_differ(c: Any, r: Any) -> bool:
     aborted = "FINISHED_ABORTED" in (c.finish_reason, r.finish_reason)
     return not aborted and len(c.output_tokens) != len(r.output_tokens)
 
-
-def _agrees(tokens: list[int], expected: list[int]) -> bool:
-    """A run agrees with the truth if it produced the truth's tokens (an aborted run: a prefix)."""
-    return tokens == expected[: len(tokens)]

@@ -17,7 +17,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from fuzz.oracle import Verdict, judge
+from fuzz.oracle import CLEAN, INCONCLUSIVE, Verdict, judge
 from fuzz.policies import Policy
 from fuzz.result import RunResult
 from fuzz.scenario import Scenario
@@ -59,11 +59,23 @@ class Replayed:
 
 
 def replay(scenario: Scenario, candidate: Policy, reference: Policy, tier: str = "sim") -> Replayed:
+    """Candidate, reference and truth on one tier, judged.
+
+    Tiers with real numerics supply ``outputs_differ`` (a calibrated tolerance
+    instead of exact tokens) and ``canary_detected``: there a clean verdict
+    stands only if a deliberately corrupted slot is caught in the same
+    configuration, else it becomes inconclusive.
+    """
     executor = executor_for(tier)
     cand = executor.run(scenario, candidate)
     ref = executor.run(scenario, reference)  # even when equal: a null run must catch nondeterminism
     truth = executor.truth(scenario)
-    return Replayed(judge(cand, ref, truth), cand, ref, truth)
+    verdict = judge(cand, ref, truth, getattr(executor, "outputs_differ", None))
+    canary = getattr(executor, "canary_detected", None)
+    if verdict.status == CLEAN and canary is not None and not canary(scenario):
+        verdict.status = INCONCLUSIVE
+        verdict.notes.append("the canary (a corrupted slot) was not detected in this configuration")
+    return Replayed(verdict, cand, ref, truth)
 
 
 def check_expectation(annotations: dict[str, Any], candidate: Policy, verdict: Verdict) -> bool | None:

@@ -59,7 +59,7 @@ def replay_files(loaded: list[tuple[str, Any, dict[str, Any]]], candidate: Polic
             try:
                 replayed = replay(scenario, candidate, reference, t)
             except ConfigRejected as exc:
-                print(f"gdnfuzz: {name}: engine: {exc}", file=sys.stderr)
+                print(f"gdnfuzz: {name}: {exc}", file=sys.stderr)
                 return exit_codes.BAD_INPUT
             expectation = check_expectation(notes, candidate, replayed.verdict) if t == "sim" else None
             per_tier.append(_row(name, t, replayed, expectation))

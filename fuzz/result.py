@@ -54,6 +54,8 @@ class RequestOutcome:
     resume_state: str | None = None  # fingerprint of the state it resumed from
     resume_state_ok: bool | None = None  # did that state hold exactly hit_tokens tokens of its prompt
     output_tokens: list[int] = field(default_factory=list)
+    prompt_digest: str | None = None  # what prompt this run actually saw (multi-turn follow-ups vary)
+    expected_tokens: list[int] | None = None  # sim tier: the exact greedy continuation of that prompt
     logprobs: list[float] | None = None  # chosen-token logprob per output token (engine tier)
     top_logprobs: list[dict[str, float]] | None = None
     first_step: int | None = None

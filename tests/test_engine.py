@@ -27,9 +27,10 @@ FRAGMENTED = Scenario.from_dict({
         {"id": "b", "prompt": ["sys", 5], "arrival_step": 6, "max_tokens": 8},
     ],
 })
+# No partial hash hits and a prompt shorter than B: no Mamba slot is ever hashed.
 SHORT = Scenario.from_dict({
     "gdnfuzz_scenario": 1,
-    "engine": {"mamba_block_size": 1600},
+    "engine": {"mamba_block_size": 1600, "block_size": 1600, "hash_block_size": 1600},
     "requests": [{"id": "a", "prompt": [100], "max_tokens": 2}],
 })
 
@@ -42,7 +43,7 @@ def engine():
 
 @pytest.fixture(scope="module")
 def reference_runs(engine):
-    return engine.run(FRAGMENTED, resolve_policy("vllm")), engine.run_truth(FRAGMENTED)
+    return engine.run(FRAGMENTED, resolve_policy("vllm")), engine.truth(FRAGMENTED)
 
 
 def test_reference_run_is_clean_and_matches_truth(reference_runs):

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -10,6 +15,7 @@ from fuzz.scenario import Scenario
 from workers.kernels.executor import KernelExecutor
 from workers.kernels.schedule import ScheduleEntry, read_schedule, request_tokens, write_schedule
 
+ROOT = Path(__file__).resolve().parent.parent
 B = 16  # Mamba block size of the hand-made schedules
 
 SCENARIO = Scenario.from_dict(
@@ -155,3 +161,28 @@ def test_outputs_depend_only_on_tokens_and_state(torch_executor):
     a = torch_executor.one_shot([5, 6, 7, 8], torch_executor.replay(aligned_entry()))
     b = KernelExecutor(backend="torch").one_shot([5, 6, 7, 8], torch_executor.replay(aligned_entry()))
     assert all(torch.equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_replay_cli_runs_without_vllm(tmp_path):
+    """The GPU worker has no vLLM: replaying a schedule file must not import it."""
+    path = tmp_path / "schedule.json"
+    write_schedule(path, [poisoned_entry()])
+    code = (
+        "import sys; sys.modules['vllm'] = None\n"
+        "from workers.kernels.__main__ import main\n"
+        f"sys.exit(main(['replay', '--schedule', {str(path)!r}, '--backend', 'torch', '--out', {str(tmp_path)!r}]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 1, done.stderr  # diverged, and in agreement with the (hand-made) sim verdict
+    assert "diverged" in done.stdout and "agrees" in done.stdout
+    rows = json.loads((tmp_path / "kernel_replay_torch.json").read_text())
+    assert rows[0]["kernel_diverging"] == ["b"]
+
+
+def test_corpus_schedule_diverges_only_under_pre_51113(torch_executor):
+    """bench/kernel_schedule.json (the sim tier's runs of the regression corpus): the production trigger."""
+    entries = [e for e in read_schedule(ROOT / "bench" / "kernel_schedule.json") if "concurrent" in e.source]
+    verdicts = {e.result.policy: torch_executor.replay(e) for e in entries}
+    assert {d.request_id for d in verdicts["pre-51113"].diverging()} == {"follower"}
+    assert verdicts["pre-51113"].requests["follower"].divergence > 1000 * verdicts["pre-51113"].tolerance
+    assert not verdicts["vllm"].diverging()

@@ -35,10 +35,11 @@ from fuzz.policies import Policy, resolve_policy
 from fuzz.result import Fault, RequestOutcome, RunResult
 from fuzz.scenario import Scenario
 
-# Noise between correct runs (bf16, different chunkings) measured at most ~0.03 in logprob; a
-# state CANARY_OFFSET tokens off moves resumed logprobs by 0.3 and more. The threshold sits at
-# three times the floor.
-OUTPUT_TOLERANCE = 0.1
+# Measured (bench/engine_throughput.py, 2026-12-02): the reference-vs-truth gap of correct runs
+# (bf16, different chunkings, partial hits) is 0.059..0.068 over the corpus entries the CPU engine
+# runs; a state CANARY_OFFSET (8) tokens off moves a resumed request by 0.18..0.92, a naive split's
+# state@364 by 0.78..inf. The threshold sits at about 2.3 times the floor.
+OUTPUT_TOLERANCE = 0.15
 DEFAULT_TIMEOUT_S = 300.0
 CHILD_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
 
@@ -56,11 +57,14 @@ def _serve(conn: Any) -> None:
             return
         try:
             policy = None if policy_spec is None else resolve_policy(policy_spec)
-            result = session.run(Scenario.from_dict(scenario_dict), policy, canary)
-            conn.send(("ok", result.to_dict()))
+            reply = ("ok", session.run(Scenario.from_dict(scenario_dict), policy, canary).to_dict())
         except Exception:  # anything vLLM raises is a finding, reported with its traceback
-            conn.send(("crash", traceback.format_exc()))
+            reply = ("crash", traceback.format_exc())
             session.close()
+        try:
+            conn.send(reply)
+        except OSError:  # the parent is gone: so is the reason to run
+            return
 
 
 @dataclass
@@ -74,6 +78,8 @@ class EngineVerdict:
 
 class EngineExecutor:
     """Runs scenarios on warm engines in a child process (see the module docstring)."""
+
+    tier = "engine"
 
     def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S):
         self.timeout_s = timeout_s
@@ -126,7 +132,7 @@ class EngineExecutor:
         """One run of ``scenario`` under ``policy`` with prefix caching, state audit included."""
         return self._call(scenario, policy, canary=False)
 
-    def run_truth(self, scenario: Scenario) -> RunResult:
+    def truth(self, scenario: Scenario) -> RunResult:
         """The expected outputs: the same arrivals and budgets with prefix caching off."""
         return self._call(scenario, None, canary=False)
 
@@ -155,6 +161,23 @@ class EngineExecutor:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+CONFIRMATION = {"poisoned": "confirmed", "clean": "not confirmed", "unsupported": "unsupported"}
+
+
+def confirmation(verdict: EngineVerdict) -> str:
+    """What ``gdnfuzz confirm`` records for a finding: confirmed / not confirmed / inconclusive / unsupported."""
+    return CONFIRMATION.get(verdict.verdict, "inconclusive")
+
+
+def without_spec_decode(scenario: Scenario) -> Scenario:
+    """The variant of ``scenario`` a CPU engine can run: the same requests and budgets, no drafts.
+
+    Not a substitute for the scenario: splits that are wrong only under EAGLE/MTP (``pre-51113``)
+    are right without drafts. Callers label results of this variant as such.
+    """
+    return scenario.with_engine(spec_decode="off", num_speculative_tokens=0)
 
 
 def canary_caught(canary_run: RunResult) -> bool:

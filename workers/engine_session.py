@@ -14,14 +14,25 @@ engine's own step loop:
 - sampling is greedy with the chosen token's and the top-``TOP_K`` logprobs;
 - the prefix cache is reset before every run, so runs do not see each other.
 
+Knobs to engine: B (``mamba_block_size``) is passed as the engine's ``block_size``, because in align
+mode vLLM sets the Mamba block to the attention block; so the engine runs the scenario's B exactly
+(1600 included) and the attention block is B too (a note says so when the scenario's differs;
+attention hits land on B multiples either way). vLLM raises a block below the size at which the
+attention page holds the Mamba page (384 for the tiny model); such a B is reported unsupported
+rather than run with another B. ``hash_block_size`` is ``prefix_match_unit`` (partial hash hits),
+``retention_interval`` is ``prefix_cache_retention_interval``, ``num_kv_blocks`` is
+``num_gpu_blocks_override``.
+
 The state audit: every Mamba block that gets a hash during the run is copied out of its slot right
 after the step that hashed it (the state a later request resumes from), and compared at the end
 with a recomputation of the state after exactly the claimed tokens on the truth engine. A slot
 further than ``STATE_TOLERANCE`` from it is a :class:`PoisonedSlot`; where the writer's own chunk
 ends inside that block explain the held state, ``held_tokens`` names the position.
 
-The canary (``canary=True``): right after the first Mamba block is hashed, its slot is overwritten
-with the recomputed state ``CANARY_OFFSET`` tokens earlier. The audit must report that slot.
+The canary (``canary=True``): right after the first Mamba block is hashed that a request still to
+arrive will resume from (or simply the first, once every request has arrived), its slot is
+overwritten with the recomputed state ``CANARY_OFFSET`` tokens earlier. The audit must report that
+slot, and the request resuming from it shows how far such a state moves outputs.
 """
 
 from __future__ import annotations
@@ -43,10 +54,14 @@ ENGINE_MAX_SEQS = 64  # a scenario has at most 64 requests
 TOP_K = 5
 MAX_STEPS = 20_000
 CANARY_OFFSET = 8
-# Measured floor of |slot - recomputation| for correct slots is below 0.01 (bench/engine_throughput.py
-# prints it); a state CANARY_OFFSET tokens off measures above 0.3. The threshold sits between.
+GPU_MEMORY_FRACTION = 0.2  # on a GPU: the tiny model needs little, and a verifier may share the card
+# Measured (bench/engine_throughput.py): correct slots sit 0.004..0.007 from their recomputation
+# (bf16, other chunking); a state CANARY_OFFSET tokens off, or a naive split's state@364, sits at 1.40
+# (the conv state holds the last inputs, so any position change is a full change there).
 STATE_TOLERANCE = 0.05
 TRUTH = "truth"
+# RequestOutput.finish_reason -> the scheduler's RequestStatus name, which the sim tier reports.
+FINISH_STATUS = {"length": "FINISHED_LENGTH_CAPPED", "stop": "FINISHED_STOPPED", "abort": "FINISHED_ABORTED"}
 
 
 class Unsupported(Exception):
@@ -55,10 +70,14 @@ class Unsupported(Exception):
 
 def unsupported_reason(scenario: Scenario) -> str | None:
     """Why the CPU engine cannot run ``scenario`` as written, or None when it can."""
+    from vllm.platforms import current_platform
+
     k = scenario.engine
-    if k.spec_decode != "off":
+    if k.spec_decode != "off" and current_platform.is_cpu():
         return (f"spec_decode={k.spec_decode!r} with align mode needs a GPU: the fused Mamba state pre-copy "
                 "is a Triton kernel, and vLLM disables Triton on CPU")
+    if k.spec_decode == "eagle":
+        return "spec_decode='eagle': the tiny model has no EAGLE draft head (its MTP head runs as spec_decode='mtp')"
     if any(r.external_tokens for r in scenario.requests):
         return "external_tokens need a KV connector, which the engine tier does not attach"
     if max((k.max_num_batched_tokens, *k.step_budgets)) > ENGINE_MAX_BATCHED:
@@ -90,15 +109,18 @@ class EngineKey:
     hash_block_size: int | None = None
     retention_interval: int | None = 0
     num_kv_blocks: int | None = None
+    num_mtp_tokens: int = 0  # MTP speculative decoding (GPU only, see unsupported_reason)
 
     @classmethod
     def of(cls, knobs: EngineKnobs) -> EngineKey:
-        return cls(knobs.mamba_block_size, knobs.hash_block_size, knobs.retention_interval, knobs.num_kv_blocks)
+        return cls(knobs.mamba_block_size, knobs.hash_block_size, knobs.retention_interval, knobs.num_kv_blocks,
+                   knobs.num_spec_tokens)
 
 
 def build_engine(key: EngineKey) -> Any:
     """A warm LLMEngine over the tiny model; raises Unsupported if vLLM changes the block size."""
     from vllm import EngineArgs
+    from vllm.platforms import current_platform
     from vllm.v1.engine.llm_engine import LLMEngine
 
     from workers.engine_scheduler import GdnfuzzScheduler
@@ -114,6 +136,10 @@ def build_engine(key: EngineKey) -> Any:
         # In align mode vLLM ties the attention block to the Mamba block (B); ask for B directly.
         kwargs |= dict(mamba_cache_mode="align", block_size=key.block_size, prefix_match_unit=key.hash_block_size,
                        prefix_cache_retention_interval=key.retention_interval)
+    if key.num_mtp_tokens:
+        kwargs["speculative_config"] = {"method": "mtp", "num_speculative_tokens": key.num_mtp_tokens}
+    if not current_platform.is_cpu():
+        kwargs["gpu_memory_utilization"] = GPU_MEMORY_FRACTION
     engine = LLMEngine.from_engine_args(EngineArgs(**kwargs))
     chosen = engine.vllm_config.cache_config.mamba_block_size
     if key.block_size is not None and chosen != key.block_size:
@@ -224,6 +250,15 @@ class ScenarioRun:
         said = list(parent.output.outputs[0].token_ids) if parent.output is not None else []
         return parent.prompt + said + own
 
+    def upcoming_prompts(self) -> list[list[int]]:
+        """Known prefixes of the requests not added yet (a follow-up: at least its parent's prompt)."""
+        prompts = []
+        for live in self.live.values():
+            if live.added_step is None:
+                parent = self.live.get(live.request.continues or "")
+                prompts.append(parent.prompt if parent else own_prompt_tokens(self.scenario, live.request))
+        return prompts
+
     def _due(self, live: _Live) -> bool:
         r = live.request
         if live.added_step is not None or r.arrival_step > self.step:
@@ -261,9 +296,11 @@ class ScenarioRun:
             self.scheduler.max_num_scheduled_tokens = budgets[step] if step < len(budgets) else knobs.max_num_batched_tokens
             for out in self.engine.step() if self.engine.has_unfinished_requests() else []:
                 rid = self.request_id(out.request_id)
-                if out.finished and rid in pending:
-                    self.live[rid].output, self.live[rid].finish_step = out, step
-                    pending.discard(rid)
+                if rid in pending:
+                    self.live[rid].output = out  # cumulative: an aborted request keeps what it produced
+                    if out.finished:
+                        self.live[rid].finish_step = step
+                        pending.discard(rid)
             new, self._new = self._new, []
             if after_step is not None:
                 after_step(self, new)
@@ -277,14 +314,13 @@ class ScenarioRun:
         for rid, live in self.live.items():
             outcome = RequestOutcome(id=rid, prompt_tokens=len(live.prompt), hit_tokens=live.hit or 0,
                                      first_step=live.first_step, finish_step=live.finish_step)
-            if live.output is None:
-                outcome.finish_reason = "abort"
-            else:
+            outcome.finish_reason = FINISH_STATUS.get(None if live.output is None else
+                                                      live.output.outputs[0].finish_reason, "FINISHED_ABORTED")
+            if live.output is not None:
                 completion = live.output.outputs[0]
                 outcome.output_tokens = list(completion.token_ids)
                 outcome.logprobs = [lp[t].logprob for lp, t in zip(completion.logprobs, completion.token_ids, strict=True)]
                 outcome.top_logprobs = [{str(t): v.logprob for t, v in lp.items()} for lp in completion.logprobs]
-                outcome.finish_reason = completion.finish_reason
             result[rid] = outcome
         return result
 
@@ -382,14 +418,19 @@ class EngineSession:
         result.requests, result.steps = run.outcomes(), run.steps
         if policy is not None:
             self._audit(run, result)
-            result.notes.append(f"engine block size B={key.block_size}: attention and Mamba blocks are one size "
-                                f"in align mode (scenario block_size {scenario.engine.block_size} not applied)")
+            if scenario.engine.block_size != key.block_size:
+                result.notes.append(f"engine block size B={key.block_size}: attention and Mamba blocks are one size "
+                                    f"in align mode (scenario block_size {scenario.engine.block_size} not applied)")
         return result
 
     def _inject_canary(self, run: ScenarioRun, new: list[Hashed]) -> None:
         if not new or any(h.canary for h in run.hashed):
             return
-        target = new[0]
+        upcoming = run.upcoming_prompts()
+        read_later = [h for h in new if any(p[: h.claimed] == list(h.tokens) for p in upcoming)]
+        if not read_later and upcoming:
+            return
+        target = (read_later or new)[0]
         off = max(target.claimed - CANARY_OFFSET, 1)
         engine_state.write_slot(run.engine, target.block_id, self.recompute(target.tokens, [off])[off])
         target.canary = True

@@ -34,14 +34,14 @@ def _mamba_caches(engine: Any) -> list[torch.Tensor]:
 
 
 def read_slot(engine: Any, block_id: int) -> SlotState:
-    """A float32 copy of every state tensor in physical slot ``block_id``."""
-    return [t[block_id].detach().to(torch.float32).clone() for t in _mamba_caches(engine)]
+    """A float32 CPU copy of every state tensor in physical slot ``block_id``."""
+    return [t[block_id].detach().to("cpu", torch.float32, copy=True) for t in _mamba_caches(engine)]
 
 
 def write_slot(engine: Any, block_id: int, state: SlotState) -> None:
     """Overwrite physical slot ``block_id`` with ``state`` (the canary's fault injection)."""
     for target, value in zip(_mamba_caches(engine), state, strict=True):
-        target[block_id].copy_(value.to(target.dtype))
+        target[block_id].copy_(value.to(target.device, target.dtype))
 
 
 def distance(a: SlotState, b: SlotState) -> float:

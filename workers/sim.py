@@ -24,11 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fuzz.generate import required_kv_blocks
 from fuzz.policies import Policy
 from fuzz.result import Fault, PoisonedSlot, RequestOutcome, RunResult, StepRecord
 from fuzz.scenario import VOCAB_SIZE, Scenario, own_prompt_tokens
 from workers.runner_mirror import RunnerMirror, StepWork
-from workers.sim_scheduler import build_scheduler, default_num_blocks
+from workers.sim_scheduler import ConfigRejected, build_scheduler, default_num_blocks
 from workers.symbolic import State, greedy_continuation, next_token
 
 MAMBA_GROUP = 1
@@ -108,6 +109,10 @@ class SimExecutor:
         knobs = scenario.engine
         total = sum(len(own_prompt_tokens(scenario, r)) + r.max_tokens for r in scenario.requests)
         num_blocks = knobs.num_kv_blocks or default_num_blocks(knobs, 2 * total)
+        if knobs.num_kv_blocks is not None and knobs.num_kv_blocks < required_kv_blocks(scenario):
+            raise ConfigRejected(
+                f"engine.num_kv_blocks {knobs.num_kv_blocks} cannot hold the scenario's largest request "
+                f"(needs {required_kv_blocks(scenario)}); vLLM refuses a KV cache smaller than one request")
         scheduler = build_scheduler(knobs, num_blocks)
         result = RunResult(tier=self.tier, policy=policy.name, scenario_id=scenario.scenario_id())
         if knobs.spec_decode == "eagle":
@@ -138,6 +143,7 @@ class SimExecutor:
             prompt = self._prompt(scenario, r.id, outputs)
             outputs[r.id] = greedy_continuation(State(tuple(prompt)), r.max_tokens)
             result.requests[r.id] = RequestOutcome(id=r.id, prompt_tokens=len(prompt),
+                                                   prompt_digest=State(tuple(prompt)).fingerprint(),
                                                    output_tokens=list(outputs[r.id]))
         return result
 
@@ -205,7 +211,10 @@ class SimExecutor:
             run.vllm_requests[rid] = request
             run.scheduler.add_request(request)
             run.pending.remove(rid)
-            run.result.requests[rid] = RequestOutcome(id=rid, prompt_tokens=len(prompt))
+            exact = State(tuple(prompt))
+            run.result.requests[rid] = RequestOutcome(
+                id=rid, prompt_tokens=len(prompt), prompt_digest=exact.fingerprint(),
+                expected_tokens=greedy_continuation(exact, spec.max_tokens))
 
     def _execute(self, run: _Run, output: Any, record: StepRecord) -> tuple[Any, Any]:
         """The model runner's part of a step: block tables, states, sampling, drafts."""

@@ -56,7 +56,7 @@ def _spans(cu_seqlens: torch.Tensor) -> list[tuple[int, int]]:
 
 
 class Backend(ABC):
-    """One GDN implementation. ``tolerance``: max abs output error vs the float64 reference."""
+    """One GDN implementation. ``tolerance``: bound on ``max |x - ref| / max |ref|`` vs the float64 reference."""
 
     name: str
     tolerance: float
@@ -119,23 +119,37 @@ def _recurrent_seq(q, k, v, g, beta, s, out, states):
 
 
 def _chunked_seq(q, k, v, g, beta, s, out, chunk: int = CHUNK):
-    """WY-form chunked gated delta rule over one sequence; same function as ``_recurrent_seq``."""
-    for lo in range(0, q.shape[0], chunk):
-        hi = min(lo + chunk, q.shape[0])
-        qc, kc, vc = (t[lo:hi].transpose(0, 1) for t in (q, k, v))  # [HV, L, *]
-        cum = g[lo:hi].T.cumsum(-1)  # [HV, L]
-        size = hi - lo
-        incl = torch.ones(size, size, dtype=torch.bool, device=q.device).tril()
-        decay = torch.exp((cum[:, :, None] - cum[:, None, :]).masked_fill(~incl, float("-inf")))
-        bc = beta[lo:hi].T[:, :, None]
-        lower = torch.eye(size, dtype=s.dtype, device=q.device) + (bc * (kc @ kc.transpose(1, 2)) * decay).tril(-1)
-        u = torch.linalg.solve_triangular(lower, bc * vc, upper=False, unitriangular=True)
-        w = torch.linalg.solve_triangular(lower, bc * torch.exp(cum)[:, :, None] * kc, upper=False, unitriangular=True)
-        v_new = u - w @ s
-        o = (qc * torch.exp(cum)[:, :, None]) @ s + ((qc @ kc.transpose(1, 2)) * decay) @ v_new
-        out[lo:hi] = o.transpose(0, 1)
-        tail = torch.exp(cum[:, -1:] - cum)[:, :, None]
-        s = torch.exp(cum[:, -1])[:, None, None] * s + (kc * tail).transpose(1, 2) @ v_new
+    """WY-form chunked gated delta rule over one sequence; same function as ``_recurrent_seq``.
+
+    Everything that does not depend on the carried state is computed for all
+    chunks at once; padding tokens (k = v = 0, g = beta = 0) leave the state as is.
+    """
+    length = q.shape[0]
+    pad = -length % chunk
+    n = (length + pad) // chunk
+
+    def blocks(t: torch.Tensor) -> torch.Tensor:  # [T, HV, *] -> [n, HV, C, *]
+        t = F.pad(t, (0, 0) * (t.dim() - 1) + (0, pad))
+        return t.reshape(n, chunk, *t.shape[1:]).transpose(1, 2)
+
+    qc, kc, vc = blocks(q), blocks(k), blocks(v)
+    cum = blocks(g).cumsum(-1)  # [n, HV, C]
+    bc = blocks(beta)[..., None]
+    incl = torch.ones(chunk, chunk, dtype=torch.bool, device=q.device).tril()
+    decay = torch.exp((cum[..., :, None] - cum[..., None, :]).masked_fill(~incl, float("-inf")))
+    lower = torch.eye(chunk, dtype=s.dtype, device=q.device) + (bc * (kc @ kc.transpose(-1, -2)) * decay).tril(-1)
+    u = torch.linalg.solve_triangular(lower, bc * vc, upper=False, unitriangular=True)
+    w = torch.linalg.solve_triangular(lower, bc * torch.exp(cum)[..., None] * kc, upper=False, unitriangular=True)
+    q_decayed = qc * torch.exp(cum)[..., None]
+    qk = (qc @ kc.transpose(-1, -2)) * decay
+    k_tail = (kc * torch.exp(cum[..., -1:] - cum)[..., None]).transpose(-1, -2)
+    gate = torch.exp(cum[..., -1])[..., None, None]
+    o = torch.empty_like(u)
+    for i in range(n):
+        v_new = u[i] - w[i] @ s
+        o[i] = q_decayed[i] @ s + qk[i] @ v_new
+        s = gate[i] * s + k_tail[i] @ v_new
+    out.copy_(o.transpose(1, 2).reshape(n * chunk, *out.shape[1:])[:length])
     return s
 
 
@@ -182,7 +196,7 @@ class VllmCpuBackend(Backend):
     """
 
     name = "vllm-cpu"
-    tolerance = 6e-2
+    tolerance = 3e-2
     dtype = torch.bfloat16
 
     @classmethod
@@ -278,7 +292,7 @@ class TritonBackend(Backend):
     """
 
     name = "triton"
-    tolerance = 6e-2
+    tolerance = 3e-2  # bf16 inputs like vllm-cpu; not yet measured on a GPU
     dtype = torch.bfloat16
     device = "cuda"
 

@@ -22,10 +22,12 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
-from fuzz.result import OK, UNSUPPORTED, Chunk, Fault, RunResult
+from fuzz.result import OK, UNSUPPORTED, Chunk, Fault, RequestOutcome, RunResult
+from fuzz.scenario import Scenario
 from workers.kernels.backends import Backend, get_backend
 from workers.kernels.layer import DEFAULT_SHAPE, VOCAB_SIZE, LayerShape, SeededLayer
 from workers.kernels.schedule import ScheduleEntry, request_tokens
@@ -53,6 +55,7 @@ class KernelReport:
     kernel_calls: int = 0
     state_bytes_moved: int = 0
     unsupported: str | None = None
+    canary_block: int | None = None  # the slot the canary corrupted, if any
 
     def diverging(self) -> list[RequestDivergence]:
         return [d for d in self.requests.values() if d.divergence > self.tolerance]
@@ -159,10 +162,13 @@ class KernelExecutor:
     """``run(scenario, policy) -> RunResult`` on real GDN kernels, from the sim tier's schedule.
 
     ``schedules``: precomputed entries (a schedule file) looked up by scenario id and
-    policy name; without one, ``run`` asks the sim tier (which imports vLLM).
+    policy name; without one, ``run`` asks the sim tier (which imports vLLM) and keeps
+    the entry, so ``canary_detected`` after ``run`` reuses it.
     ``canary_shift``: when > 0, the first resumed request's resume slot is overwritten
     with the state ``canary_shift`` tokens short of its hit, to show detection works.
     """
+
+    tier = TIER
 
     def __init__(
         self,
@@ -174,6 +180,7 @@ class KernelExecutor:
     ):
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.layer = SeededLayer(shape, layer_seed)
+        self.layer_seed = layer_seed
         self.shape = shape
         self.device = self.backend.device
         self.params = {
@@ -184,9 +191,39 @@ class KernelExecutor:
 
     # ------------------------------------------------------------ entry points
 
-    def run(self, scenario, policy) -> RunResult:
-        entry = self.schedules.get((scenario.scenario_id(), policy.name)) or simulate(scenario, policy)
-        return self.to_run_result(entry, self.replay(entry))
+    def run(self, scenario: Scenario, policy: Any) -> RunResult:
+        return self.to_run_result(*self._replayed(scenario, policy.name, policy))
+
+    def truth(self, scenario: Scenario) -> RunResult:
+        """Every request without caching. The tier compares each run with one-shot runs itself, so this
+        carries no outputs: output tokens are the schedule's inputs here, not observations."""
+        result = RunResult(tier=TIER, policy="truth", scenario_id=scenario.scenario_id())
+        for request in scenario.requests:
+            result.requests[request.id] = RequestOutcome(request.id, prompt_tokens=0)
+        return result
+
+    def canary_detected(self, scenario: Scenario) -> bool:
+        """Does a resume slot corrupted to hold one token less show as a divergence here?
+
+        Uses the ``vllm`` policy's schedule; False when no request resumes (nothing to corrupt).
+        """
+        entry = self._entry(scenario, "vllm", None)
+        report = KernelExecutor(self.backend, self.layer_seed, self.shape, canary_shift=1).replay(entry)
+        return report.canary_block is not None and bool(report.diverging())
+
+    def _entry(self, scenario: Scenario, name: str, policy: Any) -> ScheduleEntry:
+        key = (scenario.scenario_id(), name)
+        if key not in self.schedules:
+            if policy is None:
+                from fuzz.policies import resolve_policy  # noqa: PLC0415 - only where schedules are made
+
+                policy = resolve_policy(name)
+            self.schedules[key] = simulate(scenario, policy)
+        return self.schedules[key]
+
+    def _replayed(self, scenario: Scenario, name: str, policy: Any) -> tuple[ScheduleEntry, KernelReport]:
+        entry = self._entry(scenario, name, policy)
+        return entry, self.replay(entry)
 
     def replay(self, entry: ScheduleEntry) -> KernelReport:
         report = KernelReport(self.backend.name, self.backend.tolerance)
@@ -195,7 +232,7 @@ class KernelExecutor:
             report.unsupported = f"sim tier status {sim.status!r}: {'; '.join(sim.notes)}"
             return report
         slots = SlotTable(self.shape, self.device)
-        outputs: dict[str, dict[int, torch.Tensor]] = {}
+        outputs: dict[str, list[tuple[list[int], torch.Tensor]]] = {}
         feeds = _feeds(sim, entry.tokens)
         copies = _split_copies(sim, entry.scenario.engine.mamba_block_size)
         canary = self._canary_target(entry)
@@ -205,6 +242,7 @@ class KernelExecutor:
                 slots.copy(src, dst)
             step_feeds = feeds.get(step.step, [])
             if canary and any(f.chunk is canary[0] for f in step_feeds):
+                report.canary_block = canary[0].read_block
                 slots.write(canary[0].read_block, *canary[1])
                 canary = None
             for chunked in (True, False):
@@ -246,7 +284,7 @@ class KernelExecutor:
         report.state_bytes_moved += (len(cu) - 1 + ssm1.shape[0]) * self.shape.state_bytes()
         return x, conv1, o, ssm1
 
-    def _run_batch(self, batch: list[_Feed], slots: SlotTable, outputs, chunked: bool, report: KernelReport) -> None:
+    def _run_batch(self, batch: list[_Feed], slots: SlotTable, outputs: dict, chunked: bool, report: KernelReport):
         cu = [0]
         for f in batch:
             cu.append(cu[-1] + len(f.ids))
@@ -258,10 +296,8 @@ class KernelExecutor:
         width = self.shape.conv_width
         for i, f in enumerate(batch):
             lo, hi = cu[i], cu[i + 1]
-            seen = outputs.setdefault(f.chunk.request_id, {})
-            for j, ok in enumerate(f.compare):
-                if ok:
-                    seen[f.chunk.start + j] = o[lo + j]
+            keep = [j for j, ok in enumerate(f.compare) if ok]
+            outputs.setdefault(f.chunk.request_id, []).append(([f.chunk.start + j for j in keep], o[lo:hi][keep]))
             if chunked:
                 for block in f.chunk.write_blocks[-1:]:
                     slots.write(block, conv1[i], ssm1[i])
@@ -278,10 +314,14 @@ class KernelExecutor:
         _, conv1, o, ssm1 = self._forward(tokens, [0, len(tokens)], zero_conv[None], zero_ssm[None], True, report)
         return o, conv1[0], ssm1[0]
 
-    def _compare(self, rid: str, outs: dict[int, torch.Tensor], entry: ScheduleEntry, report) -> RequestDivergence:
-        positions = sorted(outs)
+    def _compare(self, rid: str, outs: list[tuple[list[int], torch.Tensor]], entry: ScheduleEntry, report):
+        """Later computations of a position (a recompute after preemption) replace earlier ones."""
+        row: dict[int, tuple[int, int]] = {}
+        for i, (positions, _) in enumerate(outs):
+            row.update((p, (i, j)) for j, p in enumerate(positions))
+        positions = sorted(row)
         truth, _, _ = self.one_shot(entry.tokens[rid][: positions[-1] + 1], report)
-        got = torch.stack([outs[p] for p in positions])
+        got = torch.stack([outs[row[p][0]][1][row[p][1]] for p in positions])
         want = truth[positions]
         scale = want.abs().max().clamp_min(1e-12)
         err = ((got - want).abs().flatten(1).amax(1) / scale).cpu()
@@ -313,7 +353,12 @@ class KernelExecutor:
     # ------------------------------------------------------------ result
 
     def to_run_result(self, entry: ScheduleEntry, report: KernelReport) -> RunResult:
-        """The sim run's schedule and outcomes, with what the kernels measured in place of symbolic verdicts."""
+        """The sim run's schedule, with what the kernels measured in place of the sim's symbolic observations.
+
+        Output tokens are left empty (they were the replay's inputs); a resumed request's
+        ``resume_state_ok`` says whether its outputs stayed within tolerance, and every
+        request beyond tolerance is a ``divergence`` fault.
+        """
         sim = entry.result
         result = RunResult(
             tier=TIER,
@@ -323,6 +368,8 @@ class KernelExecutor:
             steps=copy.deepcopy(sim.steps),
             hashed_mamba_blocks=sim.hashed_mamba_blocks,
         )
+        for outcome in result.requests.values():  # the sim's symbolic observations are not this tier's
+            outcome.output_tokens, outcome.resume_state, outcome.resume_state_ok = [], None, None
         result.notes.append(f"backend {report.backend}, tolerance {report.tolerance:g}")
         if report.unsupported:
             result.status = UNSUPPORTED

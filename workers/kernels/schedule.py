@@ -1,9 +1,9 @@
 """Schedule files: the sim tier's runs, carried to machines that have no vLLM.
 
-A schedule file holds, per (scenario, policy), the scenario, the sim tier's
+A schedule file holds, per (scenario, policy), the scenario and the sim tier's
 RunResult (which chunk ran in which step, which block each chunk read and
-wrote, which state copies ran before each step) and every request's full
-token list. The kernel tier replays it with nothing but torch, so a GPU
+wrote, which state copies ran in each step, every request's output tokens);
+each request's full token list follows from those two. The kernel tier replays it with nothing but torch, so a GPU
 worker without vLLM can run it. Invariant: an entry replays to the same
 outcome as running the sim tier on the same scenario and policy here.
 """
@@ -32,21 +32,14 @@ class ScheduleEntry:
     source: str = ""  # where the scenario came from (a corpus path), for reports
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "scenario": self.scenario.to_dict(),
-            "result": self.result.to_dict(),
-            "tokens": self.tokens,
-            "source": self.source,
-        }
+        """Tokens are not stored: ``request_tokens`` derives them from the scenario and the outputs."""
+        return {"scenario": self.scenario.to_dict(), "result": self.result.to_dict(), "source": self.source}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ScheduleEntry:
-        return cls(
-            scenario=Scenario.from_dict(data["scenario"]),
-            result=RunResult.from_dict(data["result"]),
-            tokens={rid: list(t) for rid, t in data["tokens"].items()},
-            source=data.get("source", ""),
-        )
+        scenario = Scenario.from_dict(data["scenario"])
+        result = RunResult.from_dict(data["result"])
+        return cls(scenario, result, request_tokens(scenario, result), data.get("source", ""))
 
 
 def request_tokens(scenario: Scenario, result: RunResult) -> dict[str, list[int]]:

@@ -1,0 +1,111 @@
+"""The null run and the determinism check of the sim tier (issue 2's "done means"), as figures.
+
+1. ``gdnfuzz gen --seed SEED --count COUNT --out DIR``;
+2. ``gdnfuzz replay DIR/*.json --candidate vllm --reference vllm --json``: must exit 0 (any
+   diverged row is a false positive of the sim or the oracle: its file and verdict are printed);
+3. the same with ``--candidate naive``: how many scenarios diverge (the canary's detection rate);
+4. determinism: the seed corpus case replayed ``--repeat`` times in this process gives one verdict
+   and one candidate/reference fingerprint pair, and so do two child processes with other
+   ``PYTHONHASHSEED`` values.
+
+Prints figures and wall times, asserts nothing. Run:
+``.venv/bin/python bench/null_run.py [--count 1000] [--seed 7] [--repeat 100] [--dir DIR]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GDNFUZZ = str(Path(sys.executable).with_name("gdnfuzz"))
+SEED_CASE = ROOT / "corpus" / "regressions" / "pr51113-fragmented-first-chunk.json"
+FINGERPRINTS = (
+    "from fuzz.policies import resolve_policy\n"
+    "from fuzz.replay import replay\n"
+    "from fuzz.scenario import load_scenario\n"
+    "import sys\n"
+    "s, _ = load_scenario(sys.argv[1])\n"
+    "r = replay(s, resolve_policy('pre-51113'), resolve_policy('vllm'))\n"
+    "print(r.verdict.status, r.verdict.kind, r.candidate.fingerprint(), r.reference.fingerprint())\n"
+)
+
+
+def replay_dir(files: list[str], candidate: str) -> tuple[int, list[dict], float]:
+    start = time.perf_counter()
+    proc = subprocess.run([GDNFUZZ, "replay", *files, "--candidate", candidate, "--reference", "vllm", "--json"],
+                          capture_output=True, text=True, cwd=ROOT)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode == 2:
+        print(proc.stderr.strip().splitlines()[-1])
+    return proc.returncode, rows, time.perf_counter() - start
+
+
+def null_run(out: Path, seed: int, count: int) -> None:
+    start = time.perf_counter()
+    subprocess.run([GDNFUZZ, "gen", "--seed", str(seed), "--count", str(count), "--out", str(out)],
+                   check=True, cwd=ROOT, capture_output=True)
+    print(f"gen: {count} scenarios in {time.perf_counter() - start:.1f} s")
+    files = sorted(str(p) for p in out.glob("*.json"))
+    for candidate in ("vllm", "naive"):
+        rc, rows, wall = replay_dir(files, candidate)
+        verdicts = Counter(r["verdict"] for r in rows)
+        print(f"replay --candidate {candidate} --reference vllm: exit {rc}, {len(rows)} rows, "
+              f"{dict(sorted(verdicts.items()))}, {wall:.1f} s ({len(rows) / wall:.1f} scenarios/s)")
+        diverged = [r for r in rows if r["verdict"] == "diverged"]
+        if candidate == "vllm":
+            for r in diverged:
+                print(f"  FALSE POSITIVE {r['file']}: {r['side']} {r['kind']} "
+                      f"(request {r['first_request']}, step {r['first_step']})")
+        else:
+            kinds = Counter(r["kind"].split(" ", 1)[0] if r["kind"] else "" for r in diverged)
+            print(f"  diverged {len(diverged)}/{len(rows)}; first-finding summaries by first word: {dict(kinds)}")
+
+
+def determinism(repeat: int) -> None:
+    from fuzz.policies import resolve_policy
+    from fuzz.replay import replay
+    from fuzz.scenario import load_scenario
+
+    scenario, _ = load_scenario(SEED_CASE)
+    candidate, reference = resolve_policy("pre-51113"), resolve_policy("vllm")
+    seen: Counter[tuple[str, str, str, str]] = Counter()
+    start = time.perf_counter()
+    for _ in range(repeat):
+        r = replay(scenario, candidate, reference)
+        seen[(r.verdict.status, r.verdict.kind, r.candidate.fingerprint(), r.reference.fingerprint())] += 1
+    print(f"determinism: {repeat} in-process replays of {SEED_CASE.name} in {time.perf_counter() - start:.1f} s: "
+          f"{len(seen)} distinct (verdict, kind, fingerprints): {dict(seen)}")
+    for hash_seed in ("1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        proc = subprocess.run([sys.executable, "-c", FINGERPRINTS, str(SEED_CASE)], capture_output=True,
+                              text=True, cwd=ROOT, env=env)
+        line = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else proc.stderr.strip()[-200:]
+        print(f"  child process PYTHONHASHSEED={hash_seed}: {line}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=100)
+    parser.add_argument("--dir", help="where to write the scenarios (default: a temporary directory)")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    if args.dir:
+        null_run(Path(args.dir), args.seed, args.count)
+    else:
+        with tempfile.TemporaryDirectory(prefix="gdnfuzz-null-") as tmp:
+            null_run(Path(tmp), args.seed, args.count)
+    determinism(args.repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""``gdnfuzz confirm crashes/<signature>``: re-run a finding on the engine tier and record the outcome.
+
+The bundle's minimised scenario runs on vLLM's real engine under the bundle's
+candidate policy (``EngineExecutor.poison_verdict``): a real slot whose conv/SSM
+tensors differ from the state its hash claims is ``confirmed``; no poisoned
+slot while the canary (a deliberately corrupted slot) IS caught in the same
+configuration is ``not confirmed``; anything else (the canary missed, the
+platform cannot run the configuration, the engine crashed) is ``inconclusive``,
+never a silent pass. The state and its evidence go into ``verdict.json``
+(``confirmed`` and ``confirmation``), written atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from fuzz import exit_codes
+from fuzz.policies import resolve_policy
+from fuzz.scenario import load_scenario
+from fuzz.store import atomic_write
+
+CONFIRMED, NOT_CONFIRMED, INCONCLUSIVE = "confirmed", "not confirmed", "inconclusive"
+STATE_OF = {"poisoned": CONFIRMED, "clean": NOT_CONFIRMED}
+
+
+def confirm_bundle(bundle: Path, tier: str = "engine") -> str:
+    """Re-run ``bundle`` on ``tier``, write the outcome into its verdict.json, and return the state."""
+    from fuzz.issue_filing import load_verdict
+    from fuzz.replay import executor_for
+
+    bundle = Path(bundle)
+    scenario, _ = load_scenario(bundle / "scenario.json")
+    verdict = load_verdict(bundle / "verdict.json")
+    executor = executor_for(tier)
+    outcome = executor.poison_verdict(scenario, resolve_policy(verdict["candidate"]))
+    state = STATE_OF.get(outcome.verdict, INCONCLUSIVE)
+    evidence: dict[str, Any] = {
+        "tier": tier,
+        "engine_verdict": outcome.verdict,
+        "poisoned_slots": [p.describe(0) for p in outcome.result.poisoned],
+        "faults": [f"{f.kind}: {f.detail.splitlines()[-1] if f.detail else ''}" for f in outcome.result.faults],
+        "canary_caught": None if outcome.canary is None else bool(outcome.canary.poisoned),
+        "notes": outcome.result.notes,
+    }
+    data = json.loads((bundle / "verdict.json").read_text())
+    data.update(confirmed=state, confirmation=evidence)
+    atomic_write(bundle / "verdict.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return state
+
+
+def cmd_confirm(args: argparse.Namespace) -> int:
+    from fuzz.issue_filing import BundleError
+    from fuzz.scenario import ScenarioError
+
+    worst = exit_codes.CLEAN
+    for bundle in args.bundles:
+        try:
+            state = confirm_bundle(Path(bundle), args.tier)
+        except (BundleError, ScenarioError) as exc:
+            print(f"gdnfuzz: {exc}", file=sys.stderr)
+            return exit_codes.BAD_INPUT
+        print(f"{bundle}: {state}")
+        worst = max(worst, exit_codes.DIVERGED if state == CONFIRMED else exit_codes.CLEAN)
+    return worst
+
+
+def add_confirm_parser(sub: Any) -> None:
+    p = sub.add_parser("confirm", help="re-run findings on the engine tier and record confirmed / not / inconclusive")
+    p.add_argument("bundles", nargs="+", help="crashes/<signature> directories")
+    p.add_argument("--tier", default="engine", choices=("engine",))
+    p.set_defaults(func=cmd_confirm)

@@ -1,0 +1,134 @@
+"""The atheris harness: ``python -m fuzz.harness [libFuzzer flags] CORPUS_DIR...``.
+
+Coverage feedback comes from vLLM's own scheduling code: the scheduler, the
+KV-cache manager and coordinator, the block pool and the helpers the split calls
+(``vllm.v1.kv_cache_interface``) are imported inside ``atheris.instrument_imports``
+before anything else imports them, so their branches are what libFuzzer sees.
+
+Each input is decoded into a scenario (``fuzz.mutate.decode``), run on the sim
+tier under the candidate and the reference, and judged. A divergence is not a
+libFuzzer crash (that would stop the fuzzer at the first one): it is given a
+signature; a new signature is minimised and saved as a bundle, a known one bumps
+its hit count. Each divergence prints ``gdnfuzz-detected SIG`` on stderr at once
+and ``gdnfuzz-finding SIG PATH`` once saved, for ``gdnfuzz run`` to pick up.
+
+Settings come from the environment (set by ``gdnfuzz run``): GDNFUZZ_CANDIDATE,
+GDNFUZZ_REFERENCE, GDNFUZZ_CRASHES, GDNFUZZ_REGRESSIONS (empty: do not write
+regressions), GDNFUZZ_MINIMIZE_SECONDS.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+INSTRUMENTED = (
+    "vllm.v1.core",
+    "vllm.v1.kv_cache_interface",
+    "vllm.v1.request",
+)
+DETECTED_LINE = "gdnfuzz-detected"  # printed when a divergence is seen, before minimising
+FINDING_LINE = "gdnfuzz-finding"  # printed once the finding is saved
+
+
+def instrument_vllm() -> None:
+    """Import vLLM's scheduling modules under atheris instrumentation (must run first)."""
+    import atheris
+
+    already = [m for m in sys.modules if m.startswith(INSTRUMENTED)]
+    if already:
+        raise RuntimeError(f"imported before instrumentation, so not instrumented: {already[:3]}")
+    with atheris.instrument_imports(include=list(INSTRUMENTED)):
+        import vllm.v1.core.block_pool  # noqa: F401
+        import vllm.v1.core.kv_cache_coordinator  # noqa: F401
+        import vllm.v1.core.kv_cache_manager  # noqa: F401
+        import vllm.v1.core.kv_cache_utils  # noqa: F401
+        import vllm.v1.core.sched.scheduler  # noqa: F401
+        import vllm.v1.core.single_type_kv_cache_manager  # noqa: F401
+        import vllm.v1.kv_cache_interface  # noqa: F401
+        import vllm.v1.request  # noqa: F401
+
+
+@dataclass(frozen=True)
+class HarnessSettings:
+    candidate: str
+    reference: str
+    crashes: Path
+    regressions: Path | None
+    minimize_seconds: float
+
+    @classmethod
+    def from_env(cls) -> HarnessSettings:
+        regressions = os.environ.get("GDNFUZZ_REGRESSIONS", "corpus/regressions")
+        return cls(
+            candidate=os.environ.get("GDNFUZZ_CANDIDATE", "pre-51113"),
+            reference=os.environ.get("GDNFUZZ_REFERENCE", "vllm"),
+            crashes=Path(os.environ.get("GDNFUZZ_CRASHES", "crashes")),
+            regressions=Path(regressions) if regressions else None,
+            minimize_seconds=float(os.environ.get("GDNFUZZ_MINIMIZE_SECONDS", "60")),
+        )
+
+
+class FuzzTarget:
+    """``test_one_input`` for atheris; keeps the signatures this process has seen."""
+
+    def __init__(self, settings: HarnessSettings):
+        from fuzz.policies import resolve_policy
+
+        self.settings = settings
+        self.candidate = resolve_policy(settings.candidate)
+        self.reference = resolve_policy(settings.reference)
+        self.hits: Counter[str] = Counter()
+
+    def test_one_input(self, data: bytes) -> None:
+        from fuzz.mutate import decode
+        from fuzz.replay import replay
+        from fuzz.signature import signature
+        from workers.sim_scheduler import ConfigRejected
+
+        scenario = decode(data)
+        try:
+            replayed = replay(scenario, self.candidate, self.reference, "sim")
+        except ConfigRejected:
+            return  # an engine config vLLM refuses is not an input, let alone a finding
+        if replayed.verdict.status != "diverged":
+            return
+        sig = signature(replayed.verdict, scenario, replayed.candidate)
+        self.hits[sig] += 1
+        print(f"{DETECTED_LINE} {sig}", file=sys.stderr, flush=True)
+        bundle = self.save(sig, scenario, replayed)
+        print(f"{FINDING_LINE} {sig} {bundle}", file=sys.stderr, flush=True)
+
+    def save(self, sig: str, scenario: object, replayed: object) -> Path:
+        from fuzz.crash_store import Finding, save_finding, stage_dicts
+        from fuzz.minimize import minimize, same_signature
+        from fuzz.replay import replay
+
+        if self.settings.minimize_seconds <= 0 or (self.settings.crashes / sig / "verdict.json").exists():
+            minimized, stages, final = scenario, [], replayed
+        else:
+            report = minimize(scenario, same_signature(sig, self.candidate, self.reference),
+                              max_seconds=self.settings.minimize_seconds)
+            minimized, stages = report.minimized, stage_dicts(report.stages)
+            final = replay(minimized, self.candidate, self.reference, "sim")
+        finding = Finding(sig, scenario, minimized, final.verdict, self.candidate.spec, self.reference.spec,
+                          final.candidate, stages=stages)
+        return save_finding(finding, self.settings.crashes, self.settings.regressions)
+
+
+def main(argv: list[str]) -> None:
+    import atheris
+
+    instrument_vllm()
+    from fuzz.mutate import crossover, mutate
+
+    target = FuzzTarget(HarnessSettings.from_env())
+    atheris.Setup(argv, target.test_one_input, custom_mutator=mutate, custom_crossover=crossover)
+    atheris.Fuzz()
+
+
+if __name__ == "__main__":
+    main(sys.argv)

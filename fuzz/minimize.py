@@ -1,0 +1,559 @@
+"""The minimiser: shrink a scenario while a predicate (in practice: "the same signature") holds.
+
+In the spirit of syzkaller's ``pkg/repro`` and C-Reduce: a pipeline of named
+stages, registered in order by the :func:`stage` decorator, each proposing
+candidate scenarios one change at a time. The pipeline repeats until a whole
+pass keeps nothing (a fixpoint) or the time limit is reached.
+
+Invariants:
+- a candidate is kept only if it is a valid scenario (rebuilt with
+  ``Scenario.from_dict(candidate.to_dict())``; one that raises ScenarioError is
+  skipped, never run), strictly simpler than the current one by
+  :func:`simplicity_key`, and the predicate holds for it. Hence
+  ``simplicity_key(minimized) <= simplicity_key(original)`` and, when the
+  original reproduces, ``reproduces(minimized)`` is True; since every kept change
+  strictly lowers a tuple of non-negative integers, the pipeline terminates;
+- the predicate runs at most once per distinct scenario: results are cached by
+  the canonical JSON encoding;
+- a scenario for which the predicate is false is returned unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from fuzz.policies import Policy
+from fuzz.scenario import EngineKnobs, Request, Scenario, ScenarioError, canonical_json
+
+Predicate = Callable[[Scenario], bool]
+SPEC_RANK = {"off": 0, "mtp": 1, "eagle": 2}  # the sim configures eagle as the MTP head: mtp is the plainer name
+_DEFAULT_ENGINE = EngineKnobs()
+
+
+# ---------------------------------------------------------------- "simpler"
+
+
+def prompt_lengths(scenario: Scenario) -> dict[str, int]:
+    """Each request's full prompt length: a parent's prompt and output (``max_tokens``), then its own parts."""
+    lengths: dict[str, int] = {}
+    for r in scenario.requests:
+        own = sum(scenario.segments[p] if isinstance(p, str) else p for p in r.prompt)
+        head = lengths[r.continues] + scenario.request(r.continues).max_tokens if r.continues else 0
+        lengths[r.id] = head + own
+    return lengths
+
+
+def prefill_steps(scenario: Scenario) -> int:
+    """A lower bound on prefill steps: how many steps' budgets it takes to cover every prompt token."""
+    e = scenario.engine
+    left = sum(prompt_lengths(scenario).values())
+    steps = 0
+    for budget in e.step_budgets:
+        if left <= 0:
+            return steps
+        left, steps = left - budget, steps + 1
+    return steps + max(0, -(-left // e.max_num_batched_tokens))
+
+
+def _non_default_knobs(e: EngineKnobs) -> int:
+    """Engine knobs away from their defaults (hash_block_size's default is block_size, as when parsed)."""
+    count = sum(getattr(e, f.name) != getattr(_DEFAULT_ENGINE, f.name)
+                for f in fields(EngineKnobs) if f.name != "hash_block_size")
+    return count + (e.hash_block_size != e.block_size)
+
+
+def _numbers(s: Scenario) -> list[int]:
+    """The free numbers whose size the key weighs (defaulted knobs are already canonical)."""
+    e = s.engine
+    knobs = [getattr(e, f.name) or 0 for f in fields(EngineKnobs)
+             if f.name not in ("step_budgets", "spec_decode", "num_speculative_tokens")
+             and getattr(e, f.name) != getattr(_DEFAULT_ENGINE, f.name)]
+    return [*e.step_budgets, *knobs, *(r.external_tokens for r in s.requests),
+            *(r.abort_step or 0 for r in s.requests)]
+
+
+def _off_grid(s: Scenario) -> int:
+    """Token counts (lengths, budgets) that are not 1 or within one of a multiple of B."""
+    block = s.engine.mamba_block_size
+    values = [*s.segments.values(), *(p for r in s.requests for p in r.prompt if isinstance(p, int)),
+              *s.engine.step_budgets]
+    return sum(v % block not in (0, 1, block - 1) and v != 1 for v in values)
+
+
+def simplicity_key(scenario: Scenario) -> tuple[int, ...]:
+    """The one definition of "simpler": a smaller key is simpler (compared lexicographically).
+
+    Components, most important first:
+     1. number of requests;
+     2. total prompt tokens (each request's full prompt, a continuation's inherited
+        conversation included);
+     2b. prefill steps, a lower bound from the budgets (:func:`prefill_steps`), so a
+        smaller budget that only adds chunks is not "simpler";
+     3. spec decode: off < mtp < eagle (the sim runs eagle as the MTP head);
+     4. number of speculative tokens;
+     5. step budgets: none < some, then how many;
+     6. number of shared segments; 7. number of prompt parts; 8. number of continuations;
+     9. total max_tokens;
+    10. distinct non-zero arrival steps; 11. sum of arrival steps;
+    12. abort steps; 13. accept-pattern entries; 14. sum of accept entries;
+    15. engine knobs away from their defaults, plus requests with KV-connector tokens;
+    16. the sum of the free numbers (step budgets, non-default knobs, external tokens,
+        abort steps): smaller is closer to the canonical small values;
+    17. token counts off the block grid (not 1, not within one of a multiple of B);
+    18. the token seed (0 is canonical).
+    Every component is a non-negative integer, so strictly decreasing chains are finite.
+    """
+    e = scenario.engine
+    arrivals = [r.arrival_step for r in scenario.requests]
+    return (
+        len(scenario.requests),
+        sum(prompt_lengths(scenario).values()),
+        prefill_steps(scenario),
+        SPEC_RANK[e.spec_decode],
+        e.num_spec_tokens,
+        int(bool(e.step_budgets)),
+        len(e.step_budgets),
+        len(scenario.segments),
+        sum(len(r.prompt) for r in scenario.requests),
+        sum(r.continues is not None for r in scenario.requests),
+        sum(r.max_tokens for r in scenario.requests),
+        len({a for a in arrivals if a}),
+        sum(arrivals),
+        sum(r.abort_step is not None for r in scenario.requests),
+        sum(len(r.accept) for r in scenario.requests),
+        sum(sum(r.accept) for r in scenario.requests),
+        _non_default_knobs(e) + sum(r.external_tokens > 0 for r in scenario.requests),
+        sum(_numbers(scenario)),
+        _off_grid(scenario),
+        scenario.seed,
+    )
+
+
+# ---------------------------------------------------------------- reports
+
+
+@dataclass
+class StageReport:
+    """``tried``: predicate runs (cache misses) of the stage; ``kept``: changes kept."""
+
+    name: str
+    tried: int = 0
+    kept: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class MinimizeReport:
+    original: Scenario
+    minimized: Scenario
+    stages: list[StageReport] = field(default_factory=list)
+    passes: int = 0
+    timed_out: bool = False
+    seconds: float = 0.0
+
+
+# ---------------------------------------------------------------- the shrinker
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+class Shrinker:
+    """The current scenario, its key, the predicate cache, and the report of the running stage."""
+
+    def __init__(self, scenario: Scenario, reproduces: Predicate, deadline: float):
+        self.current = scenario
+        self.key = simplicity_key(scenario)
+        self.reproduces = reproduces
+        self.deadline = deadline
+        self.cache: dict[str, bool] = {}
+        self.report = StageReport("check-original")
+
+    def test(self, scenario: Scenario) -> bool:
+        """The predicate, once per distinct scenario."""
+        text = canonical_json(scenario)
+        if text not in self.cache:
+            self.report.tried += 1
+            self.cache[text] = bool(self.reproduces(scenario))
+        return self.cache[text]
+
+    def consider(self, candidate: Scenario) -> bool:
+        """Keep ``candidate`` if it is valid, strictly simpler, and still reproduces; _OutOfTime past the deadline."""
+        if time.monotonic() > self.deadline:
+            raise _OutOfTime
+        try:
+            candidate = Scenario.from_dict(candidate.to_dict())
+        except ScenarioError:
+            return False
+        key = simplicity_key(candidate)
+        if key >= self.key or not self.test(candidate):
+            return False
+        self.current, self.key = candidate, key
+        self.report.kept += 1
+        return True
+
+    def minimise_int(self, read: Callable[[Scenario], int], write: Callable[[Scenario, int], Scenario],
+                     low: int, grid: int) -> None:
+        """Lower one number: canonical values first (``low``, multiples of ``grid`` and +-1), then bisection."""
+        value = read(self.current)
+        blocks = {1, 2, 3, value // grid - 1, value // grid} if value >= grid else set()
+        canonical = sorted({low, *(k * grid + d for k in blocks if k > 0 for d in (-1, 0, 1))})
+        for c in canonical:
+            if low <= c < value and self.consider(write(self.current, c)):
+                break
+        failing, passing = low - 1, read(self.current)
+        while passing - failing > 1:
+            mid = (failing + passing) // 2
+            if self.consider(write(self.current, mid)):
+                passing = mid
+            else:
+                failing = mid
+
+
+StageFn = Callable[[Shrinker], None]
+STAGES: list[tuple[str, StageFn]] = []
+
+
+def stage(name: str) -> Callable[[StageFn], StageFn]:
+    """Register a stage; stages run in registration order."""
+
+    def register(fn: StageFn) -> StageFn:
+        STAGES.append((name, fn))
+        return fn
+
+    return register
+
+
+# ---------------------------------------------------------------- edits
+
+
+def _with_requests(s: Scenario, requests: Iterable[Request]) -> Scenario:
+    return replace(s, requests=tuple(requests))
+
+
+def _with_request(s: Scenario, index: int, **changes: Any) -> Scenario:
+    requests = list(s.requests)
+    requests[index] = replace(requests[index], **changes)
+    return _with_requests(s, requests)
+
+
+def _with_part(s: Scenario, index: int, part: int, value: str | int) -> Scenario:
+    prompt = list(s.requests[index].prompt)
+    prompt[part] = value
+    return _with_request(s, index, prompt=tuple(prompt))
+
+
+def _keep_requests(s: Scenario, keep: Collection[str]) -> Scenario:
+    """The requests in ``keep``, minus any whose parent conversation is dropped."""
+    kept: list[Request] = []
+    for r in s.requests:
+        if r.id in keep and (r.continues is None or any(k.id == r.continues for k in kept)):
+            kept.append(r)
+    return _with_requests(s, kept)
+
+
+def _segment_uses(s: Scenario) -> dict[str, int]:
+    uses = dict.fromkeys(s.segments, 0)
+    for r in s.requests:
+        for p in r.prompt:
+            if isinstance(p, str):
+                uses[p] += 1
+    return uses
+
+
+def _scale(length: int, old: int, new: int) -> int:
+    """``q * old + r`` as ``q * new + r'``: whole blocks kept, the remainder scaled (never to 0 or a full block)."""
+    q, r = divmod(length, old)
+    return q * new + (0 if r == 0 else min(max(round(r * new / old), 1), new - 1))
+
+
+# ---------------------------------------------------------------- stages
+
+
+@stage("drop-requests")
+def drop_requests(sh: Shrinker) -> None:
+    """Delta debugging (ddmin) over the request list; dropping a parent drops its continuations."""
+    n = 2
+    while len(items := [r.id for r in sh.current.requests]) >= 2:
+        size = -(-len(items) // n)
+        chunks = [items[i : i + size] for i in range(0, len(items), size)]
+        if any(sh.consider(_keep_requests(sh.current, chunk)) for chunk in chunks):
+            n = 2
+        elif any(sh.consider(_keep_requests(sh.current, [i for i in items if i not in chunk])) for chunk in chunks):
+            n = max(n - 1, 2)
+        elif n >= len(items):
+            return
+        else:
+            n = min(2 * n, len(items))
+
+
+@stage("fold-concurrent-prefill")
+def fold_concurrent_prefill(sh: Shrinker) -> None:
+    """Drop a request that shares the first step, taking its prompt off that step's budget instead.
+
+    The upstream single-request form of a concurrent-prefill bug: what the dropped prefill
+    consumed of the shared budget becomes a hand-picked first-step budget.
+    """
+    for r in sh.current.requests:
+        s = sh.current
+        e = s.engine
+        first_budget = e.step_budgets[0] if e.step_budgets else e.max_num_batched_tokens
+        length = prompt_lengths(s).get(r.id, 0)
+        starts_together = sum(x.arrival_step == 0 for x in s.requests) > 1
+        if r.arrival_step or r.continues or not starts_together or not 0 < length < first_budget:
+            continue
+        folded = s.with_engine(step_budgets=(first_budget - length, *e.step_budgets[1:]))
+        sh.consider(_keep_requests(folded, [x.id for x in s.requests if x.id != r.id]))
+
+
+@stage("detach-continuations")
+def detach_continuations(sh: Shrinker) -> None:
+    for i in range(len(sh.current.requests)):
+        if sh.current.requests[i].continues is not None:
+            sh.consider(_with_request(sh.current, i, continues=None))
+
+
+@stage("drop-prompt-parts")
+def drop_prompt_parts(sh: Shrinker) -> None:
+    for i in range(len(sh.current.requests)):
+        part = len(sh.current.requests[i].prompt) - 1
+        while part >= 0:
+            prompt = sh.current.requests[i].prompt
+            sh.consider(_with_request(sh.current, i, prompt=prompt[:part] + prompt[part + 1 :]))
+            part -= 1
+
+
+@stage("merge-segments")
+def merge_segments(sh: Shrinker) -> None:
+    """Drop unused segments, inline a segment used once as a tail, merge adjacent tails."""
+    uses = _segment_uses(sh.current)
+    unused = [name for name, n in uses.items() if n == 0]
+    if unused:
+        sh.consider(replace(sh.current, segments={k: v for k, v in sh.current.segments.items() if k not in unused}))
+    for name in [name for name, n in _segment_uses(sh.current).items() if n == 1]:
+        s = sh.current
+        i, part = next((i, j) for i, r in enumerate(s.requests) for j, p in enumerate(r.prompt) if p == name)
+        inlined = _with_part(s, i, part, s.segments[name])
+        sh.consider(replace(inlined, segments={k: v for k, v in s.segments.items() if k != name}))
+    for i in range(len(sh.current.requests)):
+        part = 0
+        while part + 1 < len(prompt := sh.current.requests[i].prompt):
+            a, b = prompt[part], prompt[part + 1]
+            if isinstance(a, int) and isinstance(b, int):
+                merged = prompt[:part] + (a + b,) + prompt[part + 2 :]
+                if sh.consider(_with_request(sh.current, i, prompt=merged)):
+                    continue
+            part += 1
+
+
+@stage("shorten-lengths")
+def shorten_lengths(sh: Shrinker) -> None:
+    """Binary search on every segment and tail length, trying multiples of B and +-1 first."""
+    block = sh.current.engine.mamba_block_size
+    for name in list(sh.current.segments):
+        sh.minimise_int(lambda s, n=name: s.segments[n],
+                        lambda s, v, n=name: replace(s, segments={**s.segments, n: v}), 1, block)
+    for i, r in enumerate(sh.current.requests):
+        for j, p in enumerate(r.prompt):
+            if isinstance(p, int):
+                sh.minimise_int(lambda s, i=i, j=j: s.requests[i].prompt[j],
+                                lambda s, v, i=i, j=j: _with_part(s, i, j, v), 1, block)
+
+
+@stage("rescale-block")
+def rescale_block(sh: Shrinker) -> None:
+    """A smaller Mamba block B' with every token count rescaled so each keeps its block index and residue.
+
+    Budgets are tried both rescaled and as they are (a budget below B' still fragments a block).
+    """
+    e = sh.current.engine
+    old = e.mamba_block_size
+    options = {e.block_size * m for m in (1, 2, 4, 8, 16, 32, 64)} | {old // d // e.block_size * e.block_size
+                                                                     for d in (2, 4, 8)}
+    for new in sorted(b for b in options if e.block_size <= b < old):
+        for scale_budgets in (True, False):
+            if sh.consider(_rescaled(sh.current, new, scale_budgets)):
+                return
+
+
+def _rescaled(s: Scenario, new: int, scale_budgets: bool) -> Scenario:
+    old = s.engine.mamba_block_size
+
+    def scale(n: int) -> int:
+        return _scale(n, old, new)
+
+    def budget(n: int) -> int:
+        return scale(n) if scale_budgets else n
+
+    e = s.engine
+    engine = replace(
+        e, mamba_block_size=new, step_budgets=tuple(budget(b) for b in e.step_budgets),
+        max_num_batched_tokens=budget(e.max_num_batched_tokens),
+        long_prefill_token_threshold=budget(e.long_prefill_token_threshold),
+        retention_interval=None if e.retention_interval is None else scale(e.retention_interval))
+    requests = [replace(r, prompt=tuple(p if isinstance(p, str) else scale(p) for p in r.prompt),
+                        external_tokens=scale(r.external_tokens)) for r in s.requests]
+    return Scenario(engine=engine, segments={k: scale(v) for k, v in s.segments.items()},
+                    requests=tuple(requests), seed=s.seed)
+
+
+@stage("merge-arrivals")
+def merge_arrivals(sh: Shrinker) -> None:
+    for i in range(len(sh.current.requests)):
+        if sh.current.requests[i].arrival_step == 0:
+            continue
+        others = sorted({r.arrival_step for r in sh.current.requests})
+        if not any(sh.consider(_with_request(sh.current, i, arrival_step=a)) for a in others
+                   if a < sh.current.requests[i].arrival_step):
+            sh.minimise_int(lambda s, i=i: s.requests[i].arrival_step,
+                            lambda s, v, i=i: _with_request(s, i, arrival_step=v), 0, 1 << 30)
+
+
+@stage("lower-max-tokens")
+def lower_max_tokens(sh: Shrinker) -> None:
+    for i in range(len(sh.current.requests)):
+        sh.minimise_int(lambda s, i=i: s.requests[i].max_tokens,
+                        lambda s, v, i=i: _with_request(s, i, max_tokens=v), 1, 1 << 30)
+
+
+@stage("drop-aborts")
+def drop_aborts(sh: Shrinker) -> None:
+    for i in range(len(sh.current.requests)):
+        if sh.current.requests[i].abort_step is not None:
+            sh.consider(_with_request(sh.current, i, abort_step=None))
+
+
+@stage("simplify-accept")
+def simplify_accept(sh: Shrinker) -> None:
+    """Empty (all accepted), then fewer entries, then entries lowered to 0."""
+    for i in range(len(sh.current.requests)):
+        if not sh.current.requests[i].accept or sh.consider(_with_request(sh.current, i, accept=())):
+            continue
+        j = len(sh.current.requests[i].accept) - 1
+        while j >= 0:
+            accept = sh.current.requests[i].accept
+            if not sh.consider(_with_request(sh.current, i, accept=accept[:j] + accept[j + 1 :])) and accept[j]:
+                sh.consider(_with_request(sh.current, i, accept=accept[:j] + (0,) + accept[j + 1 :]))
+            j -= 1
+
+
+@stage("simplify-engine")
+def simplify_engine(sh: Shrinker) -> None:
+    """Engine knobs one at a time, toward the defaults; KV-connector tokens off; token seed 0."""
+
+    def knob(**changes: Any) -> bool:
+        return sh.consider(sh.current.with_engine(**changes))
+
+    e = sh.current.engine
+    if e.spec_decode != "off" and not knob(spec_decode="off", num_speculative_tokens=0):
+        if e.spec_decode == "eagle":
+            knob(spec_decode="mtp")
+        if not knob(num_speculative_tokens=1):
+            while sh.current.engine.num_speculative_tokens > 1 and knob(
+                    num_speculative_tokens=sh.current.engine.num_speculative_tokens - 1):
+                pass
+    if sh.current.engine.step_budgets and not knob(step_budgets=()):
+        while sh.current.engine.step_budgets and knob(step_budgets=sh.current.engine.step_budgets[:-1]):
+            pass
+        j = len(sh.current.engine.step_budgets) - 2
+        while j >= 0:
+            budgets = sh.current.engine.step_budgets
+            knob(step_budgets=budgets[:j] + budgets[j + 1 :])
+            j -= 1
+    for name in ("long_prefill_token_threshold", "max_num_seqs", "retention_interval", "num_kv_blocks",
+                 "max_num_batched_tokens", "block_size"):
+        if getattr(sh.current.engine, name) != getattr(_DEFAULT_ENGINE, name):
+            knob(**{name: getattr(_DEFAULT_ENGINE, name)})
+    if sh.current.engine.hash_block_size != sh.current.engine.block_size:
+        knob(hash_block_size=sh.current.engine.block_size)
+    for i in range(len(sh.current.requests)):
+        if sh.current.requests[i].external_tokens:
+            sh.consider(_with_request(sh.current, i, external_tokens=0))
+    if sh.current.seed:
+        sh.consider(replace(sh.current, seed=0))
+
+
+@stage("shrink-numbers")
+def shrink_numbers(sh: Shrinker) -> None:
+    """Every remaining free number toward small canonical values (1, block multiples and +-1)."""
+    e = sh.current.engine
+    block = e.mamba_block_size
+    for j in range(len(e.step_budgets)):
+        sh.minimise_int(lambda s, j=j: s.engine.step_budgets[j],
+                        lambda s, v, j=j: s.with_engine(step_budgets=(*s.engine.step_budgets[:j], v,
+                                                                      *s.engine.step_budgets[j + 1 :])), 1, block)
+    for name, low, grid in (("max_num_batched_tokens", 1, block), ("long_prefill_token_threshold", 1, block),
+                            ("max_num_seqs", 1, 1 << 30), ("retention_interval", 1, block),
+                            ("num_kv_blocks", 4, 1 << 30)):
+        value = getattr(sh.current.engine, name)
+        if value and value != getattr(_DEFAULT_ENGINE, name):
+            sh.minimise_int(lambda s, n=name: getattr(s.engine, n),
+                            lambda s, v, n=name: s.with_engine(**{n: v}), low, grid)
+    for i in range(len(sh.current.requests)):
+        if sh.current.requests[i].external_tokens:
+            sh.minimise_int(lambda s, i=i: s.requests[i].external_tokens,
+                            lambda s, v, i=i: _with_request(s, i, external_tokens=v), 1, block)
+
+
+# ---------------------------------------------------------------- driver
+
+
+def minimize(scenario: Scenario, reproduces: Predicate, max_seconds: float = 120,
+             skip: Collection[str] = ()) -> MinimizeReport:
+    """Run the stages (minus those named in ``skip``) to a fixpoint or until ``max_seconds`` have passed."""
+    start = time.monotonic()
+    sh = Shrinker(Scenario.from_dict(scenario.to_dict()), reproduces, start + max_seconds)
+    reports = [sh.report] + [StageReport(name) for name, _ in STAGES if name not in skip]
+    report = MinimizeReport(original=scenario, minimized=scenario, stages=reports)
+    if not sh.test(sh.current):
+        report.seconds = sh.report.seconds = time.monotonic() - start
+        return report
+    sh.report.seconds = time.monotonic() - start
+    by_name = {name: fn for name, fn in STAGES}
+    try:
+        changed = True
+        while changed:
+            report.passes += 1
+            before = sh.key
+            for r in reports[1:]:
+                sh.report = r
+                begun = time.monotonic()
+                try:
+                    by_name[r.name](sh)
+                finally:
+                    r.seconds += time.monotonic() - begun
+            changed = sh.key < before
+    except _OutOfTime:
+        report.timed_out = True
+    report.minimized = sh.current
+    report.seconds = time.monotonic() - start
+    return report
+
+
+def signature_of(scenario: Scenario, candidate: Policy, reference: Policy, tier: str = "sim") -> str:
+    """The signature of ``scenario``'s finding under candidate vs reference ("clean" when none)."""
+    from fuzz.replay import replay
+    from fuzz.signature import signature
+
+    replayed = replay(scenario, candidate, reference, tier)
+    return signature(replayed.verdict, scenario, replayed.candidate)
+
+
+def same_signature(target: str, candidate: Policy, reference: Policy, tier: str = "sim") -> Predicate:
+    """The predicate "the same signature still reproduces"; a config vLLM rejects does not."""
+    from workers.sim_scheduler import ConfigRejected
+
+    def reproduces(scenario: Scenario) -> bool:
+        try:
+            return signature_of(scenario, candidate, reference, tier) == target
+        except ConfigRejected:
+            return False
+
+    return reproduces
+
+
+__all__ = ["MinimizeReport", "StageReport", "minimize", "same_signature", "signature_of", "simplicity_key"]

@@ -1,0 +1,95 @@
+"""``gdnfuzz minimize FILE``: minimise one scenario by hand, keeping its signature.
+
+Loads the scenario, computes its signature under candidate vs reference on the
+sim tier, minimises it (fuzz.minimize) and writes the result atomically, with
+an ``origin`` and, when the reference is ``vllm``, the ``expect`` annotation the
+corpus replay checks. Exit codes: 1 the scenario reproduces a finding (the
+minimised file is written), 0 it is clean (nothing to minimise, nothing
+written), 2 bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from fuzz import exit_codes
+from fuzz.minimize import MinimizeReport, minimize, prompt_lengths, same_signature, signature_of
+from fuzz.policies import Policy, PolicyError, resolve_policy
+from fuzz.scenario import Scenario, ScenarioError, load_scenario, pretty_json
+
+
+def _fail(message: str) -> int:
+    print(f"gdnfuzz: {message}", file=sys.stderr)
+    return exit_codes.BAD_INPUT
+
+
+def _size(scenario: Scenario, candidate: Policy, reference: Policy) -> str:
+    from fuzz.replay import replay
+
+    steps = len(replay(scenario, candidate, reference).candidate.steps)
+    return f"{len(scenario.requests)} requests, {sum(prompt_lengths(scenario).values())} prompt tokens, {steps} steps"
+
+
+def print_report(report: MinimizeReport, candidate: Policy, reference: Policy) -> None:
+    print(f"{'stage':<24} {'tried':>6} {'kept':>5} {'seconds':>8}")
+    for s in report.stages:
+        print(f"{s.name:<24} {s.tried:>6} {s.kept:>5} {s.seconds:>8.2f}")
+    limit = " (time limit reached)" if report.timed_out else ""
+    print(f"{report.passes} passes in {report.seconds:.1f} s{limit}")
+    print(f"original:  {_size(report.original, candidate, reference)}")
+    print(f"minimised: {_size(report.minimized, candidate, reference)}")
+
+
+def _annotations(path: Path, target: str, minimized: Scenario, candidate: Policy,
+                 reference: Policy) -> dict[str, Any]:
+    from fuzz.replay import replay
+
+    notes: dict[str, Any] = {
+        "origin": f"gdnfuzz minimize {path} --candidate {candidate.spec} --reference {reference.spec}",
+        "note": f"minimised reproducer of {target}",
+    }
+    if reference.spec == "vllm":
+        null = replay(minimized, reference, reference).verdict.status
+        if null != "clean":
+            print(f"gdnfuzz: warning: the minimised scenario is {null} under vllm vs vllm", file=sys.stderr)
+        notes["expect"] = {candidate.spec: "diverged", "vllm": null}
+    return notes
+
+
+def cmd_minimize(args: argparse.Namespace) -> int:
+    from fuzz.store import atomic_write
+    from workers.sim_scheduler import ConfigRejected
+
+    path = Path(args.file)
+    try:
+        scenario, _ = load_scenario(path)
+        candidate, reference = resolve_policy(args.candidate), resolve_policy(args.reference)
+        target = signature_of(scenario, candidate, reference)
+    except (ScenarioError, PolicyError) as exc:
+        return _fail(str(exc))
+    except ConfigRejected as exc:
+        return _fail(f"{path}: engine: {exc}")
+    if target == "clean":
+        print(f"{path}: clean under {candidate.spec} vs {reference.spec}: nothing to minimise")
+        return exit_codes.CLEAN
+    print(f"{path}: signature {target}")
+    report = minimize(scenario, same_signature(target, candidate, reference), max_seconds=args.max_time)
+    print_report(report, candidate, reference)
+    out = Path(args.out) if args.out else path.with_name(f"{path.stem}.min.json")
+    atomic_write(out, pretty_json(report.minimized, _annotations(path, target, report.minimized,
+                                                                 candidate, reference)))
+    print(f"wrote {out}")
+    return exit_codes.DIVERGED
+
+
+def add_minimize_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("minimize", help="minimise one scenario, keeping its finding's signature")
+    p.add_argument("file", help="scenario JSON file")
+    p.add_argument("--candidate", default="pre-51113", help="split policy under test (default pre-51113)")
+    p.add_argument("--reference", default="vllm", help="reference split policy (default vllm)")
+    p.add_argument("--out", help="where to write the minimised scenario (default FILE's stem + .min.json)")
+    p.add_argument("--max-time", type=float, default=120.0, help="time limit in seconds (default 120)")
+    p.set_defaults(func=cmd_minimize)

