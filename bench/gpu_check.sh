@@ -8,7 +8,8 @@
 # Results go to $OUT (or --out DIR, default ./gpu_check_out): one .txt per stage, the JSON
 # tables, and summary.txt. Exit 0 when every stage passed.
 #
-#   bench/gpu_check.sh [--backend triton|torch|auto] [--out DIR] [--limit N] [--python PY]
+#   bench/gpu_check.sh [--backend triton|torch|auto] [--out DIR] [--limit N] [--bench-limit N] [--python PY]
+#   (--limit: replay only the first N schedule entries; --bench-limit: the same for the benchmark)
 #   bench/gpu_check.sh --fetch-wheels    # on a networked machine: fla-core + einops into bench/wheels
 #
 # Without vLLM the triton backend uses the fla-core package: when `import fla` fails, the
@@ -19,6 +20,7 @@ cd "$(dirname "$0")/.."
 backend=triton
 out_dir=${OUT:-gpu_check_out}
 limit=0
+bench_limit=0
 py=${PYTHON:-python3}
 wheels=bench/wheels
 while [ $# -gt 0 ]; do
@@ -26,6 +28,7 @@ while [ $# -gt 0 ]; do
     --backend) backend=$2; shift 2 ;;
     --out) out_dir=$2; shift 2 ;;
     --limit) limit=$2; shift 2 ;;
+    --bench-limit) bench_limit=$2; shift 2 ;;
     --python) py=$2; shift 2 ;;
     --fetch-wheels) exec "$py" -m pip download fla-core==0.6.0 einops --no-deps -d "$wheels" ;;
     *) echo "gpu_check.sh: unknown argument $1" >&2; exit 2 ;;
@@ -66,10 +69,11 @@ stage() {  # stage NAME EXPECTED_RC TIMEOUT_S CMD...
 "$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | tee -a "$summary"
 stage backends 0 60 "$py" -m workers.kernels backends
-stage conformance 0 120 "$py" -m workers.kernels conformance --backend "$backend" --cases 12
+stage conformance 0 100 "$py" -m workers.kernels conformance --backend "$backend" --cases 12
 # rc 1: the corpus has pre-51113 divergences, and they agree with the sim tier (rc 3 would not)
-stage replay 1 240 "$py" -m workers.kernels replay --schedule bench/kernel_schedule.json \
+stage replay 1 200 "$py" -m workers.kernels replay --schedule bench/kernel_schedule.json \
   --backend "$backend" --out "$out_dir" --limit "$limit"
-stage throughput 0 120 "$py" bench/kernel_throughput.py --backends "$backend" --limit "$limit" --out "$out_dir"
+stage throughput 0 100 "$py" bench/kernel_throughput.py --backends "$backend" --limit "$bench_limit" \
+  --out "$out_dir"
 echo "backend $backend: $([ $failed = 0 ] && echo all stages passed || echo some stage FAILED)" | tee -a "$summary"
 exit $failed

@@ -5,7 +5,8 @@ stay readable. ``decode`` turns any bytes into a valid Scenario: JSON that
 parses as a scenario is taken as it is; anything else drives the biased
 generator (``fuzz.generate``) through a FuzzedDataProvider, so raw byte
 mutations still explore. ``mutate`` decodes, applies one to three structural
-mutations (registered with ``@mutation``), and re-encodes.
+mutations (registered with ``@mutation``), and re-encodes; a share of calls
+hands the bytes to libFuzzer's own mutator or starts from a fresh scenario.
 
 Invariant: every output of ``mutate`` and ``crossover`` decodes to a scenario
 that passes validation; a mutation whose result fails validation is dropped.
@@ -32,6 +33,7 @@ from fuzz.scenario import Request, Scenario, ScenarioError, canonical_json
 Mutation = Callable[[Scenario, random.Random], Scenario]
 MUTATIONS: dict[str, Mutation] = {}
 RAW_MUTATION_RATE = 0.1  # share of mutations left to libFuzzer's byte-level mutator
+FRESH_RATE = 0.1  # share replaced by a freshly generated scenario (a generation phase, as Hypothesis has)
 
 
 def mutation(fn: Mutation) -> Mutation:
@@ -258,11 +260,13 @@ def mutate_scenario(s: Scenario, rng: random.Random) -> Scenario:
 def mutate(data: bytes, max_size: int, seed: int) -> bytes:
     """atheris custom_mutator: structural most of the time, libFuzzer's own bytes otherwise."""
     rng = random.Random(seed)
-    if rng.random() < RAW_MUTATION_RATE:
+    roll = rng.random()
+    if roll < RAW_MUTATION_RATE:
         import atheris
 
         return atheris.Mutate(data, max_size)
-    out = encode(mutate_scenario(decode(data), rng))
+    fresh = roll < RAW_MUTATION_RATE + FRESH_RATE
+    out = encode(random_scenario(rng) if fresh else mutate_scenario(decode(data), rng))
     return out if len(out) <= max_size else data[:max_size]
 
 

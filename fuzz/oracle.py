@@ -103,6 +103,19 @@ def _side_findings(run: RunResult, side: str) -> list[Finding]:
 OutputsDiffer = Callable[[RequestOutcome, RequestOutcome], bool]
 
 
+def self_consistent(run: RunResult) -> bool:
+    """True when one run alone shows nothing: no poisoned slot, no fault, no bad resume, and every
+    request computed exactly what its own prompt gives (needs per-request ``expected_tokens``).
+
+    Such a run cannot be the wrong side of any verdict, so a fuzzer may skip the reference."""
+    if run.poisoned or run.faults or run.status != "ok":
+        return False
+    return all(
+        o.expected_tokens is not None and o.resume_state_ok is not False and _matches_truth(o, None, _outputs_differ)
+        for o in run.requests.values()
+    )
+
+
 def judge(candidate: RunResult, reference: RunResult, truth: RunResult | None = None,
           outputs_differ: OutputsDiffer | None = None) -> Verdict:
     """A Verdict on what resumed-from-cache requests computed under candidate vs reference.

@@ -88,9 +88,56 @@ def test_campaign_finds_minimises_and_stores_the_seed_bug_once(campaign_run: dic
 
 
 def test_killed_fuzzer_is_restarted_and_nothing_is_lost(campaign_run: dict[str, Any]) -> None:
-    assert campaign_run["restarted"]["fuzzer-0"]["pid"] != campaign_run["old_pid"]
+    assert campaign_run["restarted"]["fuzzers"]["fuzzer-0"]["pid"] != campaign_run["old_pid"]
     assert campaign_run["summary"].restarts["fuzzer-0"] >= 1
     before, after = campaign_run["before"], campaign_run["after"]
     assert before["corpus"] and before["corpus"] <= after["corpus"]
     for bundle, hits in before["findings"].items():
         assert after["findings"].get(bundle, 0) >= hits, bundle
+
+
+def test_corpus_merge_keeps_one_copy_of_each_needed_input_and_shares_it(tmp_path: Path) -> None:
+    from fuzz.corpus_merge import content_name, merge_corpus
+
+    queue = tmp_path / "corpus" / "queue"
+    for d in ("fuzzer-0", "fuzzer-1"):
+        (queue / d).mkdir(parents=True)
+    (tmp_path / "corpus" / "seeds").mkdir()
+    regressions = REPO / "corpus" / "regressions"
+    same = (regressions / "pr51113-resume-at-331-partial.json").read_bytes()
+    other = (regressions / "pr51113-resume-at-331-nopartial.json").read_bytes()
+    (queue / "fuzzer-0" / "a").write_bytes(same)
+    (queue / "fuzzer-1" / "b").write_bytes(same)
+    (queue / "fuzzer-1" / "c").write_bytes(other)
+    shutil.copy(regressions / "pr51113-concurrent-prefills.json", tmp_path / "corpus" / "seeds")
+    config = CampaignConfig(corpus=tmp_path / "corpus", crashes=tmp_path / "crashes")
+
+    report = merge_corpus(queue, config.read_only_dirs(), config.harness_env(config.raw / "merge"))
+
+    shared = {p.name for p in queue.iterdir() if p.is_file()}
+    assert report.candidates == 3 and report.features > 0
+    assert shared <= {content_name(same), content_name(other)} and len(shared) == report.kept >= 1
+    assert not (queue / "fuzzer-0" / "a").exists() and not (queue / "fuzzer-1" / "c").exists()
+    if content_name(other) in shared:  # fuzzer-1 found it, so fuzzer-0 is handed a copy to reload
+        assert (queue / "fuzzer-0" / content_name(other)).read_bytes() == other
+    assert not (queue / "fuzzer-1" / content_name(same)).exists()  # both had it: nobody is sent it
+
+
+def test_bad_arguments_are_one_line_errors_with_exit_code_2(capsys: pytest.CaptureFixture[str]) -> None:
+    from fuzz.cli import main
+
+    assert main(["campaign", "--fuzzers", "0"]) == 2
+    assert main(["campaign", "--dry-run-issues"]) == 2
+    assert main(["campaign", "--candidate", "no/such/file.py:split"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("gdnfuzz campaign: --") for line in err)
+
+
+def test_cpu_share_fits_every_actor_and_one_task_on_the_machine() -> None:
+    from workers.campaign import cpu_share
+
+    config = CampaignConfig(corpus=Path("c"), crashes=Path("x"), fuzzers=2, verifiers=1)
+    share = cpu_share(2.0, config, gpus=0)
+    assert 0 < share < 1 and share * 4 <= 2.0
+    assert cpu_share(2.0, config, gpus=1) * 3 <= 2.0
+    assert cpu_share(64.0, config, gpus=0) == 1.0

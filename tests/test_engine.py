@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from fuzz.policies import resolve_policy
-from fuzz.scenario import Scenario
-from workers.engine import OUTPUT_TOLERANCE, EngineExecutor, canary_caught, output_divergence
+from fuzz.scenario import Scenario, load_scenario
+from workers.engine import OUTPUT_TOLERANCE, EngineExecutor, canary_caught, output_divergence, without_spec_decode
 from workers.engine_session import CANARY_OFFSET, STATE_TOLERANCE
 
 # Request a fills a 1610-token prompt in chunks of 364 then the rest; b shares its first 1610
@@ -90,6 +90,35 @@ def test_spec_decode_is_unsupported_on_cpu(engine):
     verdict = engine.poison_verdict(mtp, resolve_policy("naive"))
     assert verdict.verdict == "unsupported"
     assert "Triton" in verdict.result.notes[0]
+
+
+CORPUS = sorted((Path(__file__).resolve().parent.parent / "corpus" / "regressions").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_sim_and_engine_agree_on_poisoned_slots(engine, sim, path):
+    """The corpus entries, as the CPU engine can run them (no drafts): same poisoned slots on both tiers."""
+    scenario = without_spec_decode(load_scenario(path)[0])
+    naive = resolve_policy("naive")
+    expected = sorted((p.column, p.claimed_tokens, p.held_tokens) for p in sim.run(scenario, naive).poisoned)
+    run = engine.run(scenario, naive)
+    assert run.status == "ok" and not run.faults
+    assert sorted((p.column, p.claimed_tokens, p.held_tokens) for p in run.poisoned) == expected
+
+
+def _configuration_classes() -> dict[str, Path]:
+    """One corpus entry per distinct engine configuration (the knobs that are not per-step budgets)."""
+    classes: dict[str, Path] = {}
+    for path in CORPUS:
+        knobs = without_spec_decode(load_scenario(path)[0]).engine
+        key = f"B{knobs.mamba_block_size}-hash{knobs.hash_block_size}-ret{knobs.retention_interval}"
+        classes.setdefault(key, path)
+    return classes
+
+
+@pytest.mark.parametrize("path", list(_configuration_classes().values()), ids=list(_configuration_classes()))
+def test_canary_is_detected_in_every_corpus_configuration(engine, path):
+    assert engine.canary_detected(without_spec_decode(load_scenario(path)[0]))
 
 
 def _policy_file(tmp_path: Path, body: str) -> str:

@@ -12,7 +12,7 @@ import torch
 
 from fuzz.result import Chunk, RequestOutcome, RunResult, StepRecord
 from fuzz.scenario import Scenario
-from workers.kernels.executor import KernelExecutor
+from workers.kernels.executor import KernelExecutor, _split_copies
 from workers.kernels.schedule import ScheduleEntry, read_schedule, request_tokens, write_schedule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,14 +38,15 @@ def _step(i: int, chunks: list[Chunk], copies: list[list[int]] | None = None) ->
     return StepRecord(i, 64, chunks, copies or [])
 
 
-def _entry(steps: list[StepRecord], a_outputs: list[int]) -> ScheduleEntry:
+def _entry(steps: list[StepRecord], a_outputs: list[int], b_resume_ok: bool = True) -> ScheduleEntry:
+    """The sim's verdict on b's resume rides along, as the sim tier would record it."""
     result = RunResult(
         tier="sim",
         policy="hand",
         scenario_id=SCENARIO.scenario_id(),
         requests={
             "a": RequestOutcome("a", 40, output_tokens=a_outputs),
-            "b": RequestOutcome("b", 42, hit_tokens=2 * B, output_tokens=[11]),
+            "b": RequestOutcome("b", 42, hit_tokens=2 * B, resume_state_ok=b_resume_ok, output_tokens=[11]),
         },
         steps=steps,
     )
@@ -77,7 +78,7 @@ def poisoned_entry() -> ScheduleEntry:
         _step(0, [_chunk("a", 0, 20, None, [2])]),
         _step(1, [_chunk("a", 20, 20, 3, [3])], [[2, 3]]),
     ]
-    return _entry(steps + _b_resumes(2), [101])
+    return _entry(steps + _b_resumes(2), [101], b_resume_ok=False)
 
 
 def spec_entry() -> ScheduleEntry:
@@ -144,7 +145,9 @@ def test_schedule_file_round_trip(tmp_path, torch_executor):
     path = tmp_path / "schedule.json"
     write_schedule(path, [poisoned_entry(), aligned_entry()])
     entries = read_schedule(path)
-    assert [e.result.to_dict() for e in entries] == [poisoned_entry().result.to_dict(), aligned_entry().result.to_dict()]
+    expected = [poisoned_entry(), aligned_entry()]
+    assert [e.result.to_dict() for e in entries] == [e.result.to_dict() for e in expected]
+    assert [e.tokens for e in entries] == [e.tokens for e in expected]
     reports = [torch_executor.replay(e) for e in entries]
     assert [bool(r.diverging()) for r in reports] == [True, False]
 
@@ -186,3 +189,14 @@ def test_corpus_schedule_diverges_only_under_pre_51113(torch_executor):
     assert {d.request_id for d in verdicts["pre-51113"].diverging()} == {"follower"}
     assert verdicts["pre-51113"].requests["follower"].divergence > 1000 * verdicts["pre-51113"].tolerance
     assert not verdicts["vllm"].diverging()
+
+
+def test_copies_split_into_preprocess_and_spec_postprocess():
+    """A verify chunk that moved column gets its running state first; the boundary state it crossed is saved after."""
+    steps = [
+        _step(0, [_chunk("a", 0, 30, None, [2])]),
+        # a moves to column 2 (copy 2 -> 3 first), verifies 2 drafts; crossing 32 saves block 5 into block 2 after
+        _step(1, [_chunk("a", 30, 3, 2, [3, 5, 6], 2)], [[2, 3], [5, 2]]),
+    ]
+    result = RunResult(tier="sim", policy="hand", scenario_id="x", steps=steps)
+    assert _split_copies(result, B) == {0: ([], []), 1: ([[2, 3]], [[5, 2]])}

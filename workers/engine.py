@@ -1,6 +1,7 @@
 """The engine tier: ``EngineExecutor().run(scenario, policy) -> RunResult`` on vLLM's real engine.
 
-The engines live in a child process (spawned once, kept warm across scenarios) that runs
+The engines live in a child process (a fresh interpreter started once, kept warm across scenarios,
+talking over a socket pair) that runs
 :class:`workers.engine_session.EngineSession`; this side only ships scenario dicts and policy specs
 in and result dicts out, so a crash or a hang inside vLLM never takes the caller down:
 
@@ -25,11 +26,14 @@ the measured noise between correct runs (bench/engine_throughput.py prints the f
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
+import socket
+import subprocess
+import sys
 import traceback
 from dataclasses import dataclass
-from typing import Any
+from multiprocessing.connection import Connection
+from pathlib import Path
 
 from fuzz.policies import Policy, resolve_policy
 from fuzz.result import Fault, RequestOutcome, RunResult
@@ -41,13 +45,15 @@ from fuzz.scenario import Scenario
 # state@364 by 0.78..inf. The threshold sits at about 2.3 times the floor.
 OUTPUT_TOLERANCE = 0.15
 DEFAULT_TIMEOUT_S = 300.0
+ROOT = Path(__file__).resolve().parent.parent
 CHILD_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
 
 
-def _serve(conn: Any) -> None:
-    """Child process main loop: one EngineSession, one request at a time, until the pipe closes."""
-    os.environ.update(CHILD_ENV)
+def serve(fd: int) -> None:
+    """Child process main loop on socket ``fd``: one EngineSession, one run at a time, until EOF."""
     from workers.engine_session import EngineSession
+
+    conn = Connection(fd)
 
     session = EngineSession()
     while True:
@@ -83,33 +89,38 @@ class EngineExecutor:
 
     def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S):
         self.timeout_s = timeout_s
-        self._ctx = multiprocessing.get_context("spawn")
-        self._child: Any = None
-        self._conn: Any = None
+        self._child: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
 
     def _ensure_child(self) -> None:
-        if self._child is not None and self._child.is_alive():
+        """Start the child: a fresh interpreter (not multiprocessing's spawn, which re-imports ``__main__``)."""
+        if self._child is not None and self._child.poll() is None:
             return
         self.close()
-        self._conn, child_conn = self._ctx.Pipe()
-        self._child = self._ctx.Process(target=_serve, args=(child_conn,), daemon=True, name="gdnfuzz-engine")
-        self._child.start()
-        child_conn.close()
+        ours, theirs = socket.socketpair()
+        env = {**os.environ, **CHILD_ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+        self._child = subprocess.Popen(
+            [sys.executable, "-c", f"from workers.engine import serve; serve({theirs.fileno()})"],
+            pass_fds=[theirs.fileno()], env=env, cwd=ROOT)
+        theirs.close()
+        self._conn = Connection(ours.detach())
 
     def close(self) -> None:
         """Stop the child process (engines are rebuilt on the next run)."""
         if self._conn is not None:
             self._conn.close()
         if self._child is not None:
-            self._child.join(timeout=5)
-            if self._child.is_alive():
+            try:
+                self._child.wait(timeout=5)
+            except subprocess.TimeoutExpired:
                 self._child.kill()
-                self._child.join()
+                self._child.wait()
         self._child = self._conn = None
 
     def _call(self, scenario: Scenario, policy: Policy | None, canary: bool) -> RunResult:
         name = "truth" if policy is None else policy.name
         self._ensure_child()
+        assert self._conn is not None and self._child is not None
         self._conn.send((scenario.to_dict(), None if policy is None else policy.spec, canary))
         fault: Fault
         if not self._conn.poll(self.timeout_s):
@@ -119,8 +130,8 @@ class EngineExecutor:
         else:
             try:
                 status, payload = self._conn.recv()
-            except EOFError:
-                code = self._child.exitcode if self._child is not None else None
+            except (EOFError, OSError):
+                code = self._child.wait()
                 self.close()
                 status, payload = "crash", f"the engine process died (exit code {code})"
             if status == "ok":

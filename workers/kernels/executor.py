@@ -33,6 +33,7 @@ from workers.kernels.layer import DEFAULT_SHAPE, VOCAB_SIZE, LayerShape, SeededL
 from workers.kernels.schedule import ScheduleEntry, request_tokens
 
 TIER = "kernels"
+RECENT_SIMULATIONS = 8  # sim runs kept for canary_detected after run (a fuzz loop must not grow without bound)
 
 
 @dataclass
@@ -180,13 +181,13 @@ class KernelExecutor:
     ):
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
         self.layer = SeededLayer(shape, layer_seed)
-        self.layer_seed = layer_seed
         self.shape = shape
         self.device = self.backend.device
         self.params = {
             name: getattr(self.layer, name).to(self.device) for name in ("conv_weight", "conv_bias", "A_log", "dt_bias")
         }
         self.schedules = {(e.scenario.scenario_id(), e.result.policy): e for e in schedules or []}
+        self._recent: dict[tuple[str, str], ScheduleEntry] = {}  # sim runs made here, oldest first
         self.canary_shift = canary_shift
 
     # ------------------------------------------------------------ entry points
@@ -207,25 +208,27 @@ class KernelExecutor:
 
         Uses the ``vllm`` policy's schedule; False when no request resumes (nothing to corrupt).
         """
-        entry = self._entry(scenario, "vllm", None)
-        report = KernelExecutor(self.backend, self.layer_seed, self.shape, canary_shift=1).replay(entry)
+        report = self.replay(self._entry(scenario, "vllm", None), canary_shift=1)
         return report.canary_block is not None and bool(report.diverging())
 
     def _entry(self, scenario: Scenario, name: str, policy: Any) -> ScheduleEntry:
         key = (scenario.scenario_id(), name)
-        if key not in self.schedules:
+        entry = self.schedules.get(key) or self._recent.get(key)
+        if entry is None:
             if policy is None:
                 from fuzz.policies import resolve_policy  # noqa: PLC0415 - only where schedules are made
 
                 policy = resolve_policy(name)
-            self.schedules[key] = simulate(scenario, policy)
-        return self.schedules[key]
+            entry = self._recent[key] = simulate(scenario, policy)
+            while len(self._recent) > RECENT_SIMULATIONS:
+                self._recent.pop(next(iter(self._recent)))
+        return entry
 
     def _replayed(self, scenario: Scenario, name: str, policy: Any) -> tuple[ScheduleEntry, KernelReport]:
         entry = self._entry(scenario, name, policy)
         return entry, self.replay(entry)
 
-    def replay(self, entry: ScheduleEntry) -> KernelReport:
+    def replay(self, entry: ScheduleEntry, canary_shift: int | None = None) -> KernelReport:
         report = KernelReport(self.backend.name, self.backend.tolerance)
         sim = entry.result
         if sim.status != OK:
@@ -235,7 +238,7 @@ class KernelExecutor:
         outputs: dict[str, list[tuple[list[int], torch.Tensor]]] = {}
         feeds = _feeds(sim, entry.tokens)
         copies = _split_copies(sim, entry.scenario.engine.mamba_block_size)
-        canary = self._canary_target(entry)
+        canary = self._canary_target(entry, self.canary_shift if canary_shift is None else canary_shift)
         for step in sim.steps:
             pre, post = copies[step.step]
             for src, dst in pre:
@@ -335,14 +338,14 @@ class KernelExecutor:
             positions[int(bad[0])] if len(bad) else None,
         )
 
-    def _canary_target(self, entry: ScheduleEntry) -> tuple[Chunk, tuple[torch.Tensor, torch.Tensor]] | None:
-        if self.canary_shift <= 0:
+    def _canary_target(self, entry: ScheduleEntry, shift: int) -> tuple[Chunk, tuple[torch.Tensor, torch.Tensor]] | None:
+        if shift <= 0:
             return None
         for step in entry.result.steps:
             for chunk in step.chunks:
                 outcome = entry.result.requests.get(chunk.request_id)
                 if outcome and outcome.hit_tokens > 0 and chunk.start == outcome.hit_tokens and chunk.read_block is not None:
-                    held = max(0, outcome.hit_tokens - self.canary_shift)
+                    held = max(0, outcome.hit_tokens - shift)
                     tokens = entry.tokens[chunk.request_id][:held]
                     if not tokens:
                         return chunk, SlotTable(self.shape, self.device).read(None)

@@ -1,0 +1,48 @@
+"""The atheris harness: vLLM's scheduler is instrumented, coverage grows, findings become bundles."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import ROOT, seed_case
+
+from fuzz.issue_filing import load_bundle
+
+COV = re.compile(r"#\d+\s+(INITED|DONE)\s+cov: (\d+)")
+
+
+def _env(tmp: Path, candidate: str) -> dict[str, str]:
+    return {**os.environ, "GDNFUZZ_CANDIDATE": candidate, "GDNFUZZ_CRASHES": str(tmp / "crashes"),
+            "GDNFUZZ_REGRESSIONS": str(tmp / "regressions"), "GDNFUZZ_MINIMIZE_SECONDS": "30"}
+
+
+def test_coverage_of_vllm_grows(tmp_path):
+    queue = tmp_path / "queue"
+    queue.mkdir()
+    out = subprocess.run([sys.executable, "-m", "fuzz.harness", "-runs=80", "-seed=5", "-max_len=16384", str(queue)],
+                         env=_env(tmp_path, "vllm"), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    cov = dict(COV.findall(out.stderr))
+    assert int(cov["DONE"]) > int(cov["INITED"]) > 500, cov  # thousands of vLLM edges, growing
+    assert not (tmp_path / "crashes").exists() or not any((tmp_path / "crashes").iterdir())
+
+
+def test_run_saves_a_minimised_bundle_and_regression(tmp_path):
+    corpus = tmp_path / "corpus"
+    (corpus / "seeds").mkdir(parents=True)
+    shutil.copy(seed_case(), corpus / "seeds")
+    out = subprocess.run(
+        [sys.executable, "-m", "fuzz.cli", "run", "--candidate", "pre-51113", "--runs", "3", "--max-time", "0",
+         "--corpus", str(corpus), "--crashes", str(tmp_path / "crashes"), "--minimize-time", "30"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1, out.stderr[-2000:]
+    [bundle] = (tmp_path / "crashes").iterdir()
+    loaded = load_bundle(bundle)
+    assert loaded.signature.startswith("poison-unaligned-end-past-lcp-eagle-family")
+    assert len(loaded.scenario.requests) == 1
+    assert (corpus / "regressions" / f"{loaded.signature}.json").exists()
