@@ -58,13 +58,14 @@ def campaign_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         workdir = config.queue / "fuzzer-0"
         ready = _poll_until(campaign, lambda s: s["fuzzers"].get("fuzzer-0", {}).get("execs", 0) > 0
                             and list_inputs(workdir) and s["crash_store"].get("signatures", 0) >= 1, STARTUP_LIMIT)
-        before = {"corpus": set(map(str, list_inputs(config.queue))), "findings": _findings(config.crashes)}
+        before = {"corpus": set(map(str, list_inputs(workdir))), "findings": _findings(config.crashes)}
         old_pid = ready["fuzzers"]["fuzzer-0"]["pid"]
         ray.kill(campaign.fuzzers["fuzzer-0"], no_restart=False)
         restarted = _poll_until(campaign, lambda s: s["fuzzers"]["fuzzer-0"]["pid"] != old_pid, 180)
     finally:
         summary = campaign.finish()
-    after = {"corpus": set(map(str, list_inputs(config.queue))), "findings": _findings(config.crashes)}
+    # only fuzzer-0's entries: a running libFuzzer (fuzzer-1) may replace its own new inputs by smaller ones
+    after = {"corpus": set(map(str, list_inputs(config.queue / "fuzzer-0"))), "findings": _findings(config.crashes)}
     return {"config": config, "before": before, "after": after, "summary": summary, "old_pid": old_pid,
             "restarted": restarted, "root": root}
 

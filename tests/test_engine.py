@@ -76,6 +76,8 @@ def test_naive_split_poison_is_confirmed_on_real_state(engine, reference_runs):
     assert naive.requests["b"].resume_state_ok is False
     assert output_divergence(naive, truth)["b"] > OUTPUT_TOLERANCE
     assert output_divergence(run, truth)["b"] <= OUTPUT_TOLERANCE
+    assert engine.outputs_differ(naive.requests["b"], truth.requests["b"])
+    assert not engine.outputs_differ(run.requests["b"], truth.requests["b"])
 
 
 def test_poison_verdicts(engine):

@@ -196,7 +196,7 @@ def test_copies_split_into_preprocess_and_spec_postprocess():
     steps = [
         _step(0, [_chunk("a", 0, 30, None, [2])]),
         # a moves to column 2 (copy 2 -> 3 first), verifies 2 drafts; crossing 32 saves block 5 into block 2 after
-        _step(1, [_chunk("a", 30, 3, 2, [3, 5, 6], 2)], [[2, 3], [5, 2]]),
+        _step(1, [_chunk("a", 30, 3, 3, [3, 5, 6], 2)], [[2, 3], [5, 2]]),
     ]
     result = RunResult(tier="sim", policy="hand", scenario_id="x", steps=steps)
     assert _split_copies(result, B) == {0: ([], []), 1: ([[2, 3]], [[5, 2]])}

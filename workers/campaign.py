@@ -16,7 +16,10 @@ reads the actors' state and writes the stats file and the dashboard.
 Resources: on the embedded local Ray the CPU count is the machine's; when the
 actors ask for more CPUs than that (2 fuzzers, a CPU verifier and tasks on 2
 cores), each asks for ``cpu_share < 1`` so that all of them are placed (the
-OS then shares the cores). On a cluster each asks for one CPU.
+OS then shares the cores). On a cluster each asks for one CPU. The embedded
+Ray runs its workers at niceness 0, as ``gdnfuzz run`` runs its harness (Ray's
+default of 15 starves the fuzzers on a machine that is busy with anything
+else); a cluster keeps its own setting.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from fuzz.stats import StatsRow, StatsWriter
 from workers.campaign_actors import CampaignConfig, CrashStoreActor, FuzzerActor, VerifierActor, merge_shared_corpus
 
 LOCAL = "local"
+LOCAL_START_ATTEMPTS = 3
 ACTOR_OPTIONS = {"max_restarts": -1, "max_task_retries": -1}  # a killed actor is restarted; its calls retried
 
 
@@ -92,8 +96,17 @@ class Campaign:
             return
         env = {"env_vars": {"VLLM_LOGGING_LEVEL": "ERROR", "RAY_DEDUP_LOGS": "0"}}
         if self.settings.address == LOCAL:
-            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, namespace=self.settings.namespace,
-                     object_store_memory=256 * 1024 ** 2, runtime_env=env, logging_level="ERROR")
+            for attempt in range(LOCAL_START_ATTEMPTS):
+                try:
+                    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, namespace=self.settings.namespace,
+                             object_store_memory=256 * 1024 ** 2, runtime_env=env, logging_level="ERROR",
+                             _system_config={"worker_niceness": 0})
+                    break
+                except Exception as exc:  # Ray gives its raylet 30 s to register: too little on a loaded machine
+                    ray.shutdown()
+                    if attempt == LOCAL_START_ATTEMPTS - 1:
+                        raise
+                    print(f"gdnfuzz campaign: local Ray did not start ({exc}); retrying", file=self.out)
         else:
             ray.init(address=self.settings.address, namespace=self.settings.namespace, runtime_env=env,
                      logging_level="ERROR")

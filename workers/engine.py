@@ -155,6 +155,14 @@ class EngineExecutor:
         """Whether the state audit reports the corrupted slot of a canary run of ``scenario``."""
         return canary_caught(self.run_canary(scenario))
 
+    @staticmethod
+    def outputs_differ(a: RequestOutcome, b: RequestOutcome) -> bool:
+        """The oracle's comparison on this tier: beyond OUTPUT_TOLERANCE, or a length change unless aborted."""
+        if logprob_divergence(a, b) > OUTPUT_TOLERANCE:
+            return True
+        aborted = "FINISHED_ABORTED" in (a.finish_reason, b.finish_reason)
+        return not aborted and len(a.output_tokens) != len(b.output_tokens)
+
     def poison_verdict(self, scenario: Scenario, policy: Policy) -> EngineVerdict:
         """The engine tier's verdict on ``scenario`` under ``policy`` (see the module docstring)."""
         result = self.run(scenario, policy)

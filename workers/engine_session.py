@@ -313,7 +313,8 @@ class ScenarioRun:
         result: dict[str, RequestOutcome] = {}
         for rid, live in self.live.items():
             outcome = RequestOutcome(id=rid, prompt_tokens=len(live.prompt), hit_tokens=live.hit or 0,
-                                     first_step=live.first_step, finish_step=live.finish_step)
+                                     first_step=live.first_step, finish_step=live.finish_step,
+                                     prompt_digest=_digest(live.prompt))
             outcome.finish_reason = FINISH_STATUS.get(None if live.output is None else
                                                       live.output.outputs[0].finish_reason, "FINISHED_ABORTED")
             if live.output is not None:

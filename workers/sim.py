@@ -26,7 +26,7 @@ from typing import Any
 
 from fuzz.generate import required_kv_blocks
 from fuzz.policies import Policy
-from fuzz.result import Fault, PoisonedSlot, RequestOutcome, RunResult, StepRecord
+from fuzz.result import UNSUPPORTED, Fault, PoisonedSlot, RequestOutcome, RunResult, StepRecord
 from fuzz.scenario import VOCAB_SIZE, Scenario, own_prompt_tokens
 from workers.runner_mirror import RunnerMirror, StepWork
 from workers.sim_scheduler import ConfigRejected, build_scheduler, default_num_blocks
@@ -115,6 +115,10 @@ class SimExecutor:
                 f"(needs {required_kv_blocks(scenario)}); vLLM refuses a KV cache smaller than one request")
         scheduler = build_scheduler(knobs, num_blocks)
         result = RunResult(tier=self.tier, policy=policy.name, scenario_id=scenario.scenario_id())
+        if any(r.external_tokens for r in scenario.requests):
+            result.status = UNSUPPORTED
+            result.notes.append("external_tokens needs a KV connector; the sim tier does not model one yet")
+            return result
         if knobs.spec_decode == "eagle":
             result.notes.append("eagle is configured as the target's MTP head (same EAGLE-family split)")
         scheduler._mamba_block_aligned_split = types.MethodType(_installed(policy, result), scheduler)

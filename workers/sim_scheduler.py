@@ -6,9 +6,12 @@ that the engine would normally derive from a loaded model are made here: a
 (``workers.model.tiny_config_dir``), and a hybrid ``KVCacheConfig`` with one
 full-attention group and one Mamba (GDN) group in align mode.
 
-Invariant: a ``VllmConfig`` is built once per distinct set of config-relevant
-knobs (about 10 ms warm, seconds cold) and cached; every ``build_scheduler``
-call gets a fresh Scheduler with an empty prefix cache (about 10 ms).
+Invariant: a ``VllmConfig`` is built once per distinct set of cache and
+speculative-decoding knobs (about 0.2 s warm, seconds cold) and cached; the
+scheduler knobs (budget, long-prefill threshold, max_num_seqs) are set on a
+copy of its ``SchedulerConfig`` and checked by vLLM's own
+``SchedulerConfig.verify_max_model_len``; every ``build_scheduler`` call gets a
+fresh Scheduler with an empty prefix cache (about 15 ms).
 A knob set that vLLM rejects raises :class:`ConfigRejected` with vLLM's reason
 in one line.
 """
@@ -37,14 +40,11 @@ class ConfigRejected(ValueError):
 
 @dataclass(frozen=True)
 class ConfigKey:
-    """The knobs that change the VllmConfig (everything else is set per run)."""
+    """The knobs the VllmConfig is built from (the scheduler knobs are set per run)."""
 
     mamba_block_size: int
     block_size: int
     hash_block_size: int
-    max_num_batched_tokens: int
-    long_prefill_token_threshold: int
-    max_num_seqs: int
     spec_decode: str
     num_speculative_tokens: int
     retention_interval: int | None
@@ -55,9 +55,6 @@ class ConfigKey:
             knobs.mamba_block_size,
             knobs.block_size,
             knobs.hash_block_size,
-            knobs.max_num_batched_tokens,
-            knobs.long_prefill_token_threshold,
-            knobs.max_num_seqs,
             knobs.spec_decode,
             knobs.num_spec_tokens,
             knobs.retention_interval,
@@ -112,15 +109,26 @@ def vllm_config_for(key: ConfigKey) -> Any:
             block_size=key.mamba_block_size,
             prefix_match_unit=key.hash_block_size,
             prefix_cache_retention_interval=key.retention_interval,
-            max_num_batched_tokens=key.max_num_batched_tokens,
-            long_prefill_token_threshold=key.long_prefill_token_threshold,
-            max_num_seqs=key.max_num_seqs,
             speculative_config=speculative,
             async_scheduling=False,  # the sim drives EngineCore.step's synchronous order
         )
         return args.create_engine_config()
     except Exception as exc:  # vLLM validates with several exception types
         raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None
+
+
+def with_scheduler_knobs(base: Any, knobs: EngineKnobs) -> Any:
+    """A copy of ``base`` with the scenario's scheduler knobs, validated as vLLM validates them."""
+    config = copy.copy(base)
+    config.max_num_batched_tokens = knobs.max_num_batched_tokens
+    config.max_num_scheduled_tokens = None  # the sim sets each step's budget itself
+    config.long_prefill_token_threshold = knobs.long_prefill_token_threshold
+    config.max_num_seqs = knobs.max_num_seqs
+    try:
+        config.verify_max_model_len(MAX_MODEL_LEN)
+    except ValueError as exc:
+        raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None
+    return config
 
 
 def kv_cache_config_for(vllm_config: Any, knobs: EngineKnobs, num_blocks: int) -> Any:
@@ -173,6 +181,7 @@ def build_scheduler(knobs: EngineKnobs, num_blocks: int) -> Any:
     vllm_config = copy.copy(vllm_config_for(ConfigKey.of(knobs)))
     vllm_config.cache_config = copy.copy(vllm_config.cache_config)
     vllm_config.cache_config.num_gpu_blocks = num_blocks
+    vllm_config.scheduler_config = with_scheduler_knobs(vllm_config.scheduler_config, knobs)
     kv_cache_config = kv_cache_config_for(vllm_config, knobs, num_blocks)
     try:
         scheduler_block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, vllm_config)

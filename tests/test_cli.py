@@ -1,0 +1,62 @@
+"""The gdnfuzz CLI: replay's table and exit codes, bad input as one line with exit code 2, gen."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import seed_case
+
+from fuzz.cli import main
+from fuzz.scenario import load_scenario
+
+
+def test_replay_exit_codes_and_table(capsys):
+    assert main(["replay", str(seed_case()), "--candidate", "pre-51113", "--reference", "vllm"]) == 1
+    out = capsys.readouterr().out
+    assert "slot hashed as state@1600 holds state@364" in out and "diverged" in out
+    assert main(["replay", str(seed_case()), "--candidate", "vllm"]) == 0
+    assert main(["replay", str(seed_case()), "--candidate", "naive", "--json"]) == 1
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert row["verdict"] == "diverged" and row["poisoned"] == 1 and row["expectation"] == "ok"
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"gdnfuzz_scenario": 1, "requests": [{"id": "a", "prompt": [5], "max_tokens": -1}]}))
+    assert main(["replay", str(bad)]) == 2
+    assert str(bad) in (line := _one_line_error(capsys)) and "requests[0].max_tokens" in line
+    assert main(["replay", str(seed_case()), "--candidate", "nope"]) == 2
+    assert "unknown policy" in _one_line_error(capsys)
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text("def split(self):\n    return 0\n")
+    assert main(["replay", str(seed_case()), "--candidate", f"{wrong}:split"]) == 2
+    assert "does not fit" in _one_line_error(capsys)
+    rejected = tmp_path / "rejected.json"
+    data = json.loads(seed_case().read_text())
+    data["engine"].update(max_num_batched_tokens=4, max_num_seqs=16)
+    rejected.write_text(json.dumps(data))
+    assert main(["replay", str(rejected)]) == 2
+    assert "vLLM rejects" in _one_line_error(capsys)
+
+
+def test_external_tokens_are_unsupported_not_clean(tmp_path, capsys):
+    data = json.loads(seed_case().read_text())
+    data["requests"][1]["external_tokens"] = 64
+    path = tmp_path / "ext.json"
+    path.write_text(json.dumps(data))
+    assert main(["replay", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip())["verdict"] == "unsupported"
+
+
+def test_gen_writes_valid_scenarios(tmp_path, capsys):
+    assert main(["gen", "--seed", "7", "--count", "12", "--out", str(tmp_path)]) == 0
+    files = sorted(tmp_path.glob("*.json"))
+    assert len(files) == 12
+    for f in files:
+        load_scenario(f)
