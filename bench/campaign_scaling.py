@@ -49,13 +49,15 @@ def _config(root: Path, args: argparse.Namespace, fuzzers: int) -> CampaignConfi
 
 def direct(root: Path, args: argparse.Namespace) -> float:
     config = _config(root, args, 1)
-    (config.queue / "direct").mkdir(parents=True)
     proc = start_harness(harness_args(config, "direct", 1, time.time() + 900), config.harness_env(config.raw))
     final: dict[str, int] = {}
+    tail: list[str] = []
     assert proc.stderr is not None
     for line in proc.stderr:
         final_stats(line, final)
-    proc.wait()
+        tail = [*tail[-9:], line]
+    if proc.wait() != 0 or UNITS not in final:
+        print(f"direct: harness exited {proc.returncode} without final stats:\n{''.join(tail)}", file=sys.stderr)
     return final.get(UNITS, 0) / args.seconds
 
 

@@ -23,27 +23,28 @@ from fuzz.policies import resolve_policy
 from fuzz.scenario import load_scenario
 from fuzz.store import atomic_write
 
-CONFIRMED, NOT_CONFIRMED, INCONCLUSIVE = "confirmed", "not confirmed", "inconclusive"
-STATE_OF = {"poisoned": CONFIRMED, "clean": NOT_CONFIRMED}
+CONFIRMED = "confirmed"
 
 
-def confirm_bundle(bundle: Path, tier: str = "engine") -> str:
-    """Re-run ``bundle`` on ``tier``, write the outcome into its verdict.json, and return the state."""
+def confirm_bundle(bundle: Path, tier: str = "engine", executor: Any = None) -> str:
+    """Re-run ``bundle`` on ``tier`` (or on ``executor``, an EngineExecutor already warm), write the
+    outcome into its verdict.json, and return the state."""
     from fuzz.issue_filing import load_verdict
     from fuzz.replay import executor_for
+    from workers.engine import canary_caught, confirmation
 
     bundle = Path(bundle)
     scenario, _ = load_scenario(bundle / "scenario.json")
     verdict = load_verdict(bundle / "verdict.json")
-    executor = executor_for(tier)
+    executor = executor or executor_for(tier)
     outcome = executor.poison_verdict(scenario, resolve_policy(verdict["candidate"]))
-    state = STATE_OF.get(outcome.verdict, INCONCLUSIVE)
+    state = confirmation(outcome)
     evidence: dict[str, Any] = {
         "tier": tier,
         "engine_verdict": outcome.verdict,
         "poisoned_slots": [p.describe(0) for p in outcome.result.poisoned],
         "faults": [f"{f.kind}: {f.detail.splitlines()[-1] if f.detail else ''}" for f in outcome.result.faults],
-        "canary_caught": None if outcome.canary is None else bool(outcome.canary.poisoned),
+        "canary_caught": None if outcome.canary is None else canary_caught(outcome.canary),
         "notes": outcome.result.notes,
     }
     data = json.loads((bundle / "verdict.json").read_text())

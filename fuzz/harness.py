@@ -125,8 +125,15 @@ class FuzzTarget:
 
 
 def main(argv: list[str]) -> None:
+    """GDNFUZZ_TARGET=split (default): the differential split target; =kernels: kernel conformance."""
     import atheris
 
+    if os.environ.get("GDNFUZZ_TARGET", "split") == "kernels":
+        with atheris.instrument_imports(include=["workers.kernels"]):
+            from workers.kernels.conformance import kernel_conformance_one_input
+        atheris.Setup(argv, kernel_conformance_one_input)
+        atheris.Fuzz()
+        return
     instrument_vllm()
     from fuzz.mutate import crossover, mutate
 

@@ -4,7 +4,8 @@
 subprocess; this process passes the settings through the environment, reads
 the workers' libFuzzer status lines and finding lines, shows one live progress
 line, restarts a worker that died before the time was up (its last lines are
-kept in ``crashes/harness-crashes.log``), and exits 1 if any finding was saved.
+kept in ``crashes/harness-crashes.log``, the input it died on in ``crashes/raw/``),
+and exits 1 if any finding was saved or any worker crashed.
 
 libFuzzer flags pass through after ``--`` (``gdnfuzz run -- -max_len=20000``).
 """
@@ -48,6 +49,7 @@ class Progress:
     workers: dict[int, WorkerStats] = field(default_factory=dict)
     findings: list[tuple[float, str, str]] = field(default_factory=list)  # (seconds, signature, bundle)
     detected: dict[str, float] = field(default_factory=dict)  # signature -> seconds to first detection
+    worker_crashes: int = 0  # libFuzzer crashes (their inputs are in crashes/raw/)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def feed(self, worker: int, line: str) -> None:
@@ -98,6 +100,7 @@ def worker_env(args: argparse.Namespace) -> dict[str, str]:
         "GDNFUZZ_REGRESSIONS": "" if args.no_regressions else str(Path(args.corpus) / "regressions"),
         "GDNFUZZ_MINIMIZE_SECONDS": str(args.minimize_time),
         "VLLM_LOGGING_LEVEL": "ERROR",
+        "GDNFUZZ_TARGET": args.target,
     })
     return env
 
@@ -109,9 +112,12 @@ def run_workers(args: argparse.Namespace, progress: Progress, out: IO[str] = sys
     procs: dict[int, tuple[subprocess.Popen[str], threading.Thread, list[str]]] = {}
     restarts = 0
 
+    raw = Path(args.crashes) / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+
     def start(i: int) -> None:
         remaining = int(deadline - time.monotonic()) if deadline else 0
-        flags = [*DEFAULT_FLAGS, f"-seed={args.seed + i + 1000 * restarts}"]
+        flags = [*DEFAULT_FLAGS, f"-seed={args.seed + i + 1000 * restarts}", f"-artifact_prefix={raw}/"]
         if deadline:
             flags.append(f"-max_total_time={max(remaining, 1)}")
         if args.runs:
@@ -135,6 +141,8 @@ def run_workers(args: argparse.Namespace, progress: Progress, out: IO[str] = sys
             thread.join(timeout=5)
             del procs[i]
             time_left = deadline is None or time.monotonic() < deadline - 5
+            if proc.returncode != 0:
+                progress.worker_crashes += 1
             if proc.returncode != 0 and time_left and not args.runs:
                 with open(Path(args.crashes) / "harness-crashes.log", "a") as f:
                     f.write(f"--- worker {i} exited {proc.returncode}\n" + "".join(log[-40:]))
@@ -146,7 +154,7 @@ def run_workers(args: argparse.Namespace, progress: Progress, out: IO[str] = sys
         if time.monotonic() - last_print >= 2 or not procs:
             print(progress.line(), file=out, flush=True)
             last_print = time.monotonic()
-    return exit_codes.DIVERGED if progress.findings else exit_codes.CLEAN
+    return exit_codes.DIVERGED if progress.findings or progress.worker_crashes else exit_codes.CLEAN
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -167,6 +175,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def add_run_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="coverage-guided fuzzing of a candidate split against a reference (atheris)")
+    p.add_argument("--target", default="split", choices=("split", "kernels"),
+                   help="split: candidate vs reference on the sim tier; kernels: GDN kernel conformance "
+                        "(a conformance failure is a libFuzzer crash: the worker stops and keeps the input)")
     p.add_argument("--candidate", default="pre-51113")
     p.add_argument("--reference", default="vllm")
     p.add_argument("--max-time", type=int, default=300, help="seconds (0: no limit)")

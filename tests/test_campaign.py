@@ -142,3 +142,64 @@ def test_cpu_share_fits_every_actor_and_one_task_on_the_machine() -> None:
     assert 0 < share < 1 and share * 4 <= 2.0
     assert cpu_share(2.0, config, gpus=1) * 3 <= 2.0
     assert cpu_share(64.0, config, gpus=0) == 1.0
+
+
+def _store(tmp_path: Path, verifiers: int = 1) -> Any:
+    from workers.campaign_actors import CrashStoreActor
+
+    config = CampaignConfig(corpus=tmp_path / "corpus", crashes=tmp_path / "crashes", verifiers=verifiers)
+    return config, CrashStoreActor(config, time.time())
+
+
+def test_an_input_that_kills_the_harness_becomes_one_worker_crash_bundle(tmp_path: Path) -> None:
+    from fuzz.issue_filing import load_bundle
+
+    config, store = _store(tmp_path)
+    log = "=== Uncaught Python exception: ===\nTraceback (most recent call last):\nZeroDivisionError: division by zero\n"
+    sigs = []
+    for name in ("fuzzer-0-crash-aaaa", "fuzzer-1-crash-bbbb"):
+        artifact = config.raw / name
+        shutil.copy(SEED, artifact)
+        sigs.append(store.report_artifact(name[:8], str(artifact), "worker-crash", log))
+        assert not artifact.exists() and (config.raw / "reported" / name).is_file()
+    assert sigs[0] == sigs[1] and sigs[0].startswith("worker-crash-zerodivisionerror-")
+    bundle = load_bundle(config.crashes / sigs[0])
+    assert bundle.verdict["kind"] == "worker-crash" and bundle.verdict["hits"] == 2
+    assert not store.s.queue  # the engine confirm does not apply to a harness crash
+
+
+def test_a_verifier_that_dies_twice_on_a_bundle_leaves_it_inconclusive(tmp_path: Path) -> None:
+    from fuzz.crash_store import save_finding
+    from workers.campaign_actors import crash_finding
+
+    config, store = _store(tmp_path)
+    finding = crash_finding("hang", SEED, "", "pre-51113", "vllm")
+    save_finding(finding, config.crashes, None)
+    store.s.known.add(finding.signature)
+    store.s.queue.append(finding.signature)
+    assert store.next_verification("verifier-0") == str(config.crashes / finding.signature)
+    assert store.next_verification("verifier-0") == str(config.crashes / finding.signature)  # died once: retried
+    assert store.next_verification("verifier-0") is None  # died twice: given up, recorded
+    verdict = json.loads((config.crashes / finding.signature / "verdict.json").read_text())
+    assert verdict["confirmed"] == "inconclusive" and "died 2 times" in verdict["confirmation"]["error"]
+    assert store.idle()
+
+
+def test_a_new_crash_store_resumes_verification_and_filing_from_disk(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from fuzz.crash_store import save_finding
+    from workers.campaign_actors import CrashStoreActor, _update_verdict, crash_finding
+
+    config, _ = _store(tmp_path)
+    config = replace(config, file_issues="owner/name", dry_run_issues=True)
+    pending, confirmed = (crash_finding(kind, SEED, "", "pre-51113", "vllm") for kind in ("hang", "worker-crash"))
+    for finding, state in ((pending, None), (confirmed, "confirmed")):
+        save_finding(finding, config.crashes, None)
+        _update_verdict(config.crashes / finding.signature, kind="poisoned-slot", confirmed=state)
+
+    store = CrashStoreActor(config, time.time())
+
+    assert list(store.s.queue) == [pending.signature]
+    assert (config.crashes / confirmed.signature / "issue.md").read_text().startswith("# ")
+    assert not (config.crashes / pending.signature / "issue.md").exists()

@@ -136,8 +136,26 @@ def test_engine_crash_is_a_fault_and_the_engine_is_rebuilt(engine, tmp_path):
     assert engine.run(SHORT, resolve_policy("vllm")).requests["a"].output_tokens
 
 
+def test_confirm_records_a_sim_finding_as_confirmed(engine, sim, tmp_path):
+    from fuzz.confirm import confirm_bundle
+    from fuzz.crash_store import Finding, save_finding
+    from fuzz.issue_filing import load_bundle
+    from fuzz.oracle import judge
+    from fuzz.signature import signature
+
+    naive, vllm = resolve_policy("naive"), resolve_policy("vllm")
+    run = sim.run(FRAGMENTED, naive)
+    verdict = judge(run, sim.run(FRAGMENTED, vllm), sim.truth(FRAGMENTED))
+    sig = signature(verdict, FRAGMENTED, run)
+    bundle = save_finding(Finding(sig, FRAGMENTED, FRAGMENTED, verdict, "naive", "vllm", run), tmp_path, None)
+    assert confirm_bundle(bundle, executor=engine) == "confirmed"
+    confirmed = load_bundle(bundle).verdict
+    assert confirmed["confirmed"] == "confirmed" and confirmed["confirmation"]["poisoned_slots"]
+
+
 def test_hung_step_times_out(engine, tmp_path):
     engine.run(SHORT, resolve_policy("vllm"))  # warm, so the timeout below only covers the hung run
     engine.timeout_s = 20
     hang = engine.run(SHORT, resolve_policy(_policy_file(tmp_path, "import time; time.sleep(600)")))
     assert [f.kind for f in hang.faults] == ["hang"]
+

@@ -200,3 +200,12 @@ def test_copies_split_into_preprocess_and_spec_postprocess():
     ]
     result = RunResult(tier="sim", policy="hand", scenario_id="x", steps=steps)
     assert _split_copies(result, B) == {0: ([], []), 1: ([[2, 3]], [[5, 2]])}
+
+
+def test_run_result_carries_only_kernel_observations(torch_executor):
+    entry = aligned_entry()
+    entry.result.requests["a"].expected_tokens = [101, 102]
+    result = torch_executor.to_run_result(entry, torch_executor.replay(entry))
+    assert result.tier == "kernels" and not result.faults
+    assert all(o.output_tokens == [] and o.expected_tokens is None for o in result.requests.values())
+    assert result.requests["b"].resume_state_ok is True and result.requests["a"].resume_state_ok is None

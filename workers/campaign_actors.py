@@ -101,10 +101,15 @@ def _die_with_parent() -> None:
 
 
 def harness_args(config: CampaignConfig, name: str, seed: int, deadline: float) -> list[str]:
-    """libFuzzer flags and corpus dirs of fuzzer ``name``: its working queue first, then the shared ones."""
+    """libFuzzer flags and corpus dirs of fuzzer ``name``: its working queue first, then the shared ones.
+
+    Creates the working queue and the artifact directory (libFuzzer refuses a missing one).
+    """
     from fuzz.run_cli import DEFAULT_FLAGS
 
     dirs = [config.queue / name, config.queue, *config.read_only_dirs()]
+    for d in (dirs[0], config.raw):
+        d.mkdir(parents=True, exist_ok=True)
     return [*DEFAULT_FLAGS, f"-timeout={config.hang_timeout}", f"-rss_limit_mb={config.rss_limit_mb}",
             f"-seed={seed}", f"-max_total_time={max(int(deadline - time.time()), 1)}",
             f"-artifact_prefix={config.raw}/{name}-", *config.libfuzzer, *map(str, dirs)]
@@ -137,9 +142,6 @@ class FuzzerActor:
         from fuzz.run_cli import Progress
 
         self.name, self.seed, self.config, self.crash_store, self.deadline = name, seed, config, crash_store, deadline
-        self.workdir = config.queue / name
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        config.raw.mkdir(parents=True, exist_ok=True)
         self.progress = Progress()
         self.runs = 0
         self.final: dict[str, int] = {}  # libFuzzer's final stats of the last run that printed them

@@ -182,11 +182,12 @@ class EngineExecutor:
         self.close()
 
 
-CONFIRMATION = {"poisoned": "confirmed", "clean": "not confirmed", "unsupported": "unsupported"}
+CONFIRMATION = {"poisoned": "confirmed", "clean": "not confirmed"}
 
 
 def confirmation(verdict: EngineVerdict) -> str:
-    """What ``gdnfuzz confirm`` records for a finding: confirmed / not confirmed / inconclusive / unsupported."""
+    """What ``gdnfuzz confirm`` records: confirmed / not confirmed / inconclusive (a configuration the
+    platform cannot run, a missed canary or a crash is inconclusive; the engine verdict says which)."""
     return CONFIRMATION.get(verdict.verdict, "inconclusive")
 
 

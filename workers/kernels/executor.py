@@ -372,7 +372,8 @@ class KernelExecutor:
             hashed_mamba_blocks=sim.hashed_mamba_blocks,
         )
         for outcome in result.requests.values():  # the sim's symbolic observations are not this tier's
-            outcome.output_tokens, outcome.resume_state, outcome.resume_state_ok = [], None, None
+            outcome.output_tokens, outcome.expected_tokens = [], None
+            outcome.resume_state, outcome.resume_state_ok = None, None
         result.notes.append(f"backend {report.backend}, tolerance {report.tolerance:g}")
         if report.unsupported:
             result.status = UNSUPPORTED
