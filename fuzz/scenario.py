@@ -195,15 +195,20 @@ def own_prompt_tokens(scenario: Scenario, request: Request) -> list[int]:
 # ---------------------------------------------------------------- parsing
 
 
-def load_scenario(path: str | Path) -> tuple[Scenario, dict[str, Any]]:
-    """Read a scenario file; returns the scenario and its annotations (``expect``, ...)."""
-    path = Path(path)
+def read_json(path: str | Path) -> Any:
+    """A JSON file's value; a missing or malformed file raises ScenarioError naming it."""
     try:
-        data = json.loads(path.read_text())
+        return json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise ScenarioError("<file>", "no such file", str(path)) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ScenarioError("<json>", f"not valid JSON ({exc})", str(path)) from None
+
+
+def load_scenario(path: str | Path) -> tuple[Scenario, dict[str, Any]]:
+    """Read a scenario file; returns the scenario and its annotations (``expect``, ...)."""
+    path = Path(path)
+    data = read_json(path)
     try:
         scenario = _parse_scenario(data)
     except ScenarioError as exc:

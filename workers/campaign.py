@@ -161,6 +161,8 @@ class Campaign:
             if pids and stats["pid"] not in pids:  # a new incarnation counts from zero again
                 self._base[name] = self._base.get(name, 0) + self._last.get(name, {}).get("execs", 0)
             pids.add(stats["pid"])
+            if stats.get("error") and stats["error"] != self._last.get(name, {}).get("error"):
+                print(f"gdnfuzz campaign: {name} failed:\n{stats['error']}", file=self.out, flush=True)
             self._last[name] = stats
         return {name: self._last[name] for name in handles if name in self._last}
 

@@ -24,7 +24,6 @@ Actors are created with ``max_restarts=-1``: each starts its work thread in
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import json
 import os
@@ -35,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,11 +88,11 @@ class CampaignConfig:
         return [d for d in (self.corpus / "seeds", self.regressions) if d.is_dir()]
 
     def harness_env(self, crashes: Path) -> dict[str, str]:
-        """The harness settings for campaign mode: no minimisation, no regressions (the crash store does both)."""
-        from fuzz.run_cli import worker_env
-
-        return worker_env(argparse.Namespace(candidate=self.candidate, reference=self.reference, crashes=crashes,
-                                             no_regressions=True, corpus=self.corpus, minimize_time=0))
+        """The harness settings (``fuzz.harness``'s environment) for campaign mode: bundles go to ``crashes``,
+        no minimisation and no regressions (the crash store does both)."""
+        return {**os.environ, "GDNFUZZ_CANDIDATE": self.candidate, "GDNFUZZ_REFERENCE": self.reference,
+                "GDNFUZZ_CRASHES": str(crashes), "GDNFUZZ_REGRESSIONS": "", "GDNFUZZ_MINIMIZE_SECONDS": "0",
+                "VLLM_LOGGING_LEVEL": "ERROR"}
 
 
 def _die_with_parent() -> None:
@@ -144,6 +144,7 @@ class FuzzerActor:
         self.name, self.seed, self.config, self.crash_store, self.deadline = name, seed, config, crash_store, deadline
         self.progress = Progress()
         self.runs = 0
+        self.error: str | None = None
         self.final: dict[str, int] = {}  # libFuzzer's final stats of the last run that printed them
         self.proc: subprocess.Popen[str] | None = None
         self._stop = threading.Event()
@@ -151,6 +152,13 @@ class FuzzerActor:
         self._thread.start()
 
     def _supervise(self) -> None:
+        try:
+            self._supervise_runs()
+        except Exception:  # shown by the driver (stats()["error"]); the actor stays up so the campaign can finish
+            self.error = traceback.format_exc()
+            raise
+
+    def _supervise_runs(self) -> None:
         self._report_artifacts([])
         while not self._stop.is_set() and time.time() < self.deadline - 2:
             code, log = self._run_once()
@@ -195,7 +203,8 @@ class FuzzerActor:
                 "exec_per_s": current.exec_per_s if current and running else 0,
                 "coverage": max((w.cov for w in runs.values()), default=0),
                 "corpus": current.corpus if current else 0, "findings": findings, "restarts": self.runs,
-                "running": running, "done": not self._thread.is_alive(), "final": dict(self.final)}
+                "running": running, "done": not self._thread.is_alive(), "final": dict(self.final),
+                "error": self.error}
 
     def stop(self, timeout: float = 30) -> None:
         self._stop.set()

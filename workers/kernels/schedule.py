@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.result import RunResult
-from fuzz.scenario import Scenario, ScenarioError, own_prompt_tokens
+from fuzz.scenario import Scenario, ScenarioError, own_prompt_tokens, read_json
 
 FORMAT_KEY = "gdnfuzz_kernel_schedule"
 FORMAT_VERSION = 1
@@ -64,12 +64,7 @@ def write_schedule(path: str | Path, entries: list[ScheduleEntry]) -> None:
 def read_schedule(path: str | Path) -> list[ScheduleEntry]:
     """Entries of a schedule file; a malformed file raises ScenarioError naming it and the field."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ScenarioError("<file>", "no such file", str(path)) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ScenarioError("<json>", f"not valid JSON ({exc})", str(path)) from None
+    data = read_json(path)
     if not isinstance(data, dict) or data.get(FORMAT_KEY) != FORMAT_VERSION:
         raise ScenarioError(FORMAT_KEY, f"expected a kernel schedule of version {FORMAT_VERSION}", str(path))
     entries = []
