@@ -16,9 +16,10 @@ an artefact of generation.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Protocol
 
-from fuzz.scenario import EngineKnobs, Request, Scenario
+from fuzz.scenario import MAX_CONTEXT, EngineKnobs, Request, Scenario, conversation_lengths
 
 MAMBA_BLOCK_SIZES = (64, 128, 256, 384, 512, 1600)
 
@@ -96,11 +97,22 @@ def random_scenario(c: Choices) -> Scenario:
     engine = random_engine(c)
     segments = {f"s{j}": near_multiple(c, engine.mamba_block_size) for j in range(c.randint(1, 3))}
     requests = random_requests(c, engine, segments)
-    scenario = Scenario(engine=engine, segments=segments, requests=requests, seed=c.randint(0, 1 << 30))
+    scenario = within_context(Scenario(engine=engine, segments=segments, requests=requests,
+                                       seed=c.randint(0, 1 << 30)))
     if c.random() < 0.15:
         scenario = scenario.with_engine(num_kv_blocks=tight_kv_blocks(scenario, c.random()))
     # round-trip through validation: generation can never produce what the parser rejects
     return Scenario.from_dict(scenario.to_dict())
+
+
+def within_context(scenario: Scenario) -> Scenario:
+    """Drop the requests (and their follow-ups) that could outgrow the model's context."""
+    lengths = conversation_lengths(scenario)
+    kept: list[Request] = []
+    for r in scenario.requests:
+        if lengths[r.id] <= MAX_CONTEXT and (r.continues is None or r.continues in {k.id for k in kept}):
+            kept.append(r)
+    return replace(scenario, requests=tuple(kept) or (Request("r0", (1,)),))
 
 
 def required_kv_blocks(scenario: Scenario) -> int:
@@ -108,15 +120,8 @@ def required_kv_blocks(scenario: Scenario) -> int:
     for every token, the Mamba columns align mode keeps live (running, previous, speculative), and
     the two a partial hit holds while its copy-on-write runs (source and copy). vLLM itself sizes
     the pool for a whole max_model_len request; a pool below this is not a configuration it runs."""
-    from fuzz.scenario import own_prompt_tokens
-
     e = scenario.engine
-    longest = 0
-    lengths: dict[str, int] = {}
-    for r in scenario.requests:
-        head = lengths[r.continues] + scenario.request(r.continues).max_tokens if r.continues else 0
-        lengths[r.id] = head + len(own_prompt_tokens(scenario, r))
-        longest = max(longest, lengths[r.id] + r.max_tokens + e.num_spec_tokens + 1)
+    longest = max(conversation_lengths(scenario).values())
     return -(-longest // e.block_size) + 3 + e.num_spec_tokens + 2
 
 

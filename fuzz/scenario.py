@@ -27,6 +27,7 @@ from typing import Any
 FORMAT_VERSION = 1
 FORMAT_KEY = "gdnfuzz_scenario"
 VOCAB_SIZE = 32_000
+MAX_CONTEXT = 16_384  # tokens: the tiny hybrid model's context (max_position_embeddings), on every tier
 SPEC_METHODS = ("off", "eagle", "mtp")
 # Keys a corpus file may carry beside the scenario itself; they never change
 # what the scenario computes.
@@ -365,7 +366,27 @@ def _parse_scenario(data: Any) -> Scenario:
         request = _parse_request(raw, i, segments, known)
         known.add(request.id)
         requests.append(request)
-    return Scenario(engine=engine, segments=segments, requests=tuple(requests), seed=seed)
+    scenario = Scenario(engine=engine, segments=segments, requests=tuple(requests), seed=seed)
+    _check_context(scenario)
+    return scenario
+
+
+def conversation_lengths(scenario: Scenario) -> dict[str, int]:
+    """The most tokens each request can hold: its full prompt (a follow-up's includes its parents'
+    prompts and outputs), its max_tokens, and one verify step's drafts."""
+    lengths: dict[str, int] = {}
+    heads: dict[str, int] = {}
+    for r in scenario.requests:
+        head = heads[r.continues] + scenario.request(r.continues).max_tokens if r.continues else 0
+        heads[r.id] = head + len(own_prompt_tokens(scenario, r))
+        lengths[r.id] = heads[r.id] + r.max_tokens + scenario.engine.num_spec_tokens + 1
+    return lengths
+
+
+def _check_context(scenario: Scenario) -> None:
+    for i, (rid, n) in enumerate(conversation_lengths(scenario).items()):
+        if n > MAX_CONTEXT:
+            raise ScenarioError(f"requests[{i}]", f"{rid} can reach {n} tokens, beyond the {MAX_CONTEXT}-token context")
 
 
 def scenario_summary(s: Scenario) -> dict[str, int]:

@@ -80,6 +80,8 @@ def signature(verdict: Verdict, scenario: Scenario, candidate_run: RunResult) ->
     else:
         head = first.kind
     parts = [head, *conditions(scenario)]
-    if first.side not in ("candidate", "unknown"):
-        parts.insert(0, f"{first.side}-side")
+    sides = {f.side for f in verdict.findings if f.kind == first.kind}
+    side = "both" if "both" in sides or {"candidate", "reference"} <= sides else first.side
+    if side not in ("candidate", "unknown"):
+        parts.insert(0, f"{side}-side")
     return _slug("-".join(parts))[:128]

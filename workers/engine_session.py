@@ -44,11 +44,10 @@ from typing import Any
 
 from fuzz.policies import Policy
 from fuzz.result import UNSUPPORTED, Chunk, PoisonedSlot, RequestOutcome, RunResult, StepRecord
-from fuzz.scenario import EngineKnobs, Request, Scenario, own_prompt_tokens
+from fuzz.scenario import MAX_CONTEXT, EngineKnobs, Request, Scenario, own_prompt_tokens
 from workers import engine_state
 from workers.engine_state import SlotState
 
-MAX_MODEL_LEN = 16_384  # the tiny model's context
 ENGINE_MAX_BATCHED = 8192  # runner buffers; per-step budgets go up to it
 ENGINE_MAX_SEQS = 64  # a scenario has at most 64 requests
 TOP_K = 5
@@ -84,17 +83,7 @@ def unsupported_reason(scenario: Scenario) -> str | None:
         return f"a step budget above {ENGINE_MAX_BATCHED} tokens (the engine's batch buffers)"
     if k.mamba_block_size % 32:
         return f"mamba_block_size {k.mamba_block_size}: the CPU attention backend needs a multiple of 32"
-    if sum(len(own_prompt_tokens(scenario, r)) + r.max_tokens for r in _chain(scenario)) >= MAX_MODEL_LEN:
-        return f"a conversation longer than the tiny model's {MAX_MODEL_LEN}-token context"
     return None
-
-
-def _chain(scenario: Scenario) -> list[Request]:
-    """The requests of the longest ``continues`` chain (what bounds one request's length)."""
-    best: dict[str, list[Request]] = {}
-    for r in scenario.requests:
-        best[r.id] = ([*best[r.continues]] if r.continues else []) + [r]
-    return max(best.values(), key=lambda c: sum(len(own_prompt_tokens(scenario, r)) + r.max_tokens for r in c))
 
 
 @dataclass(frozen=True)
@@ -128,7 +117,7 @@ def build_engine(key: EngineKey) -> Any:
 
     kwargs: dict[str, Any] = dict(
         model=str(tiny_model_dir()), skip_tokenizer_init=True, dtype="bfloat16", enforce_eager=True, seed=0,
-        max_model_len=MAX_MODEL_LEN, max_num_batched_tokens=ENGINE_MAX_BATCHED, max_num_seqs=ENGINE_MAX_SEQS,
+        max_model_len=MAX_CONTEXT, max_num_batched_tokens=ENGINE_MAX_BATCHED, max_num_seqs=ENGINE_MAX_SEQS,
         enable_chunked_prefill=True, async_scheduling=False, scheduler_cls=GdnfuzzScheduler,
         num_gpu_blocks_override=key.num_kv_blocks, enable_prefix_caching=key.block_size is not None,
     )

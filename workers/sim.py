@@ -8,10 +8,10 @@ Between ``schedule`` and ``update_from_output`` the runner mirror
 (``workers.runner_mirror``) moves exact symbolic states between physical Mamba
 slots as vLLM's model runner would, and samples tokens from them.
 
-After every step the poison audit runs: every Mamba block the manager holds
-with a block hash must hold exactly the state of the tokens its hash claims
-(``block_hash_num_tokens`` tokens of the request that cached it). A violation
-becomes a :class:`~fuzz.result.PoisonedSlot`.
+After every step the poison audit runs: every Mamba block in the pool that
+carries a block hash must hold exactly the state of the tokens its hash claims
+(the first ``block_hash_num_tokens`` tokens of the prefix the hash was computed
+from). A violation becomes a :class:`~fuzz.result.PoisonedSlot`.
 
 Deterministic: no wall clock, no global RNG; a fresh scheduler per run.
 """
@@ -52,12 +52,13 @@ def check_vllm_version() -> None:
 
 @dataclass
 class Claim:
-    """A Mamba block's hash, as first seen: what state its slot must hold from now on."""
+    """A hash a Mamba block carries, as first seen: what state its slot must hold from now on."""
 
     block_hash: Any
     request_id: str
     column: int
     tokens: tuple[int, ...]
+    reported: bool = False
 
 
 @dataclass
@@ -68,10 +69,11 @@ class _Run:
     result: RunResult
     vllm_requests: dict[str, Any] = field(default_factory=dict)
     pending: list[str] = field(default_factory=list)  # scenario order, not yet added
-    claims: dict[int, Claim] = field(default_factory=dict)
-    poisoned_blocks: set[int] = field(default_factory=set)
+    claims: dict[tuple[int, Any], Claim] = field(default_factory=dict)  # (block id, hash) -> claim
     accept_cursor: dict[str, int] = field(default_factory=dict)
     hasher: Callable[[Any], list[Any]] | None = None
+    prefixes: dict[Any, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # BlockHash -> preimage
+    indexed: dict[str, int] = field(default_factory=dict)  # request -> block hashes indexed
 
 
 def _installed(policy: Policy, result: RunResult) -> Callable[..., int]:
@@ -305,36 +307,49 @@ class SimExecutor:
     # ------------------------------------------------------------ the audit
 
     def _audit(self, run: _Run, step: int) -> None:
-        """Every hashed Mamba block holds exactly the state its hash claims."""
-        manager = run.scheduler.kv_cache_manager.coordinator.single_type_managers[MAMBA_GROUP]
-        for rid, blocks in manager.req_to_blocks.items():
-            request = run.vllm_requests.get(rid)
-            if request is None:
+        """Every hash a Mamba block carries claims a state; the block's slot must hold exactly it.
+
+        The pool's hash index (what ``get_cached_block`` looks up) is scanned, not the live
+        requests' block tables: a block stays hashed, and can be hit, after the request that cached
+        it has finished; and a block registered under several hashes is audited for each."""
+        from vllm.v1.core.kv_cache_utils import get_block_hash, get_group_id
+
+        self._index_prefixes(run)
+        pool = run.scheduler.kv_cache_manager.block_pool
+        block_size = run.scenario.engine.mamba_block_size
+        live: set[tuple[int, Any]] = set()
+        for key, entry in pool.cached_block_hash_to_block._cache.items():
+            if get_group_id(key) != MAMBA_GROUP:
                 continue
-            for column, block in enumerate(blocks):
-                if block.is_null or block.block_hash is None:
+            for block in entry.values() if isinstance(entry, dict) else (entry,):
+                live.add((block.block_id, key))
+                claim = run.claims.get((block.block_id, key))
+                if claim is None:
+                    rid, tokens = run.prefixes[get_block_hash(key)]
+                    claim = Claim(key, rid, (len(tokens) - 1) // block_size, tokens)
+                    run.claims[(block.block_id, key)] = claim
+                elif claim.reported:
                     continue
-                claim = run.claims.get(block.block_id)
-                if claim is None or claim.block_hash != block.block_hash:
-                    claimed = block.block_hash_num_tokens
-                    run.claims[block.block_id] = Claim(block.block_hash, rid, column,
-                                                       tuple(request.all_token_ids[:claimed]))
-                    run.poisoned_blocks.discard(block.block_id)
-        pool_blocks = run.scheduler.kv_cache_manager.block_pool.blocks
-        for block_id, claim in list(run.claims.items()):
-            if pool_blocks[block_id].block_hash != claim.block_hash:
-                del run.claims[block_id]  # evicted: its slot is free to hold anything
-                continue
-            if block_id in run.poisoned_blocks:
-                continue
-            held = run.mirror.slot(block_id)
-            if held.tokens != claim.tokens:
-                held_tokens, text = held.describe_against(claim.tokens)
-                run.poisoned_blocks.add(block_id)
-                run.result.poisoned.append(PoisonedSlot(
-                    step=step, block_id=block_id, request_id=claim.request_id, column=claim.column,
-                    claimed_tokens=len(claim.tokens), held_tokens=held_tokens, held=text))
+                held = run.mirror.slot(block.block_id)
+                if held.tokens != claim.tokens:
+                    claim.reported = True
+                    held_tokens, text = held.describe_against(claim.tokens)
+                    run.result.poisoned.append(PoisonedSlot(
+                        step=step, block_id=block.block_id, request_id=claim.request_id, column=claim.column,
+                        claimed_tokens=len(claim.tokens), held_tokens=held_tokens, held=text))
+        for gone in set(run.claims) - live:
+            del run.claims[gone]  # evicted: the slot is free to hold anything
         run.result.hashed_mamba_blocks = max(run.result.hashed_mamba_blocks, len(run.claims))
+
+    @staticmethod
+    def _index_prefixes(run: _Run) -> None:
+        """Map every block hash a request computed to its preimage: that request's first tokens."""
+        size = run.scheduler.hash_block_size
+        for rid, request in run.vllm_requests.items():
+            done = run.indexed.get(rid, 0)
+            for i in range(done, len(request.block_hashes)):
+                run.prefixes.setdefault(request.block_hashes[i], (rid, tuple(request.all_token_ids[: (i + 1) * size])))
+            run.indexed[rid] = len(request.block_hashes)
 
     @staticmethod
     def _note_finished(run: _Run, step: int) -> None:

@@ -25,11 +25,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from fuzz.scenario import EngineKnobs
+from fuzz.scenario import MAX_CONTEXT, EngineKnobs
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
-MAX_MODEL_LEN = 16_384  # the tiny config's max_position_embeddings
 GDN_LAYER = "model.layers.0.linear_attn"
 ATTENTION_LAYER = "model.layers.1.self_attn"
 
@@ -100,7 +99,7 @@ def vllm_config_for(key: ConfigKey) -> Any:
             load_format="dummy",
             dtype="bfloat16",
             enforce_eager=True,
-            max_model_len=MAX_MODEL_LEN,
+            max_model_len=MAX_CONTEXT,
             enable_prefix_caching=True,
             mamba_cache_mode="align",
             # As in vLLM's engine after hybrid alignment: cache_config.block_size
@@ -125,7 +124,7 @@ def with_scheduler_knobs(base: Any, knobs: EngineKnobs) -> Any:
     config.long_prefill_token_threshold = knobs.long_prefill_token_threshold
     config.max_num_seqs = knobs.max_num_seqs
     try:
-        config.verify_max_model_len(MAX_MODEL_LEN)
+        config.verify_max_model_len(MAX_CONTEXT)
     except ValueError as exc:
         raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None
     return config
