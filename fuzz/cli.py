@@ -111,7 +111,8 @@ def _optional_registrars() -> list[Registrar]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gdnfuzz", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="gdnfuzz", description="Differential fuzzing of vLLM's Mamba/GDN align-mode chunk split.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("replay", help="replay scenarios under a candidate and a reference policy")
