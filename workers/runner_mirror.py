@@ -72,6 +72,7 @@ class RunnerMirror:
         self.block_size = mamba_block_size
         self.num_spec = num_speculative_blocks
         self.slots: dict[int, State] = {}
+        self.writers: dict[int, str] = {}  # block id -> the request that last wrote its slot
         self.requests: dict[str, RequestSlots] = {}
 
     def slot(self, block_id: int) -> State:
@@ -130,6 +131,7 @@ class RunnerMirror:
                 src = req.block_ids[prev + req.num_accepted - 1]
                 dst = req.block_ids[curr]
                 self.slots[dst] = self.slot(src)
+                self.writers[dst] = item.request_id
                 out.copies.append([src, dst])
                 req.num_accepted = 1
         # the kernels, then sampling and the spec-decode postprocess
@@ -156,6 +158,7 @@ class RunnerMirror:
             final = initial.extend(item.tokens)
             target = req.block_ids[curr]
             self.slots[target] = final
+            self.writers[target] = item.request_id
             chunk.write_blocks = [target]
             if item.samples:
                 out.sampled[item.request_id] = [next_token(final)]
@@ -176,6 +179,7 @@ class RunnerMirror:
             states.append(state)
             block = req.block_ids[curr + i]
             self.slots[block] = state
+            self.writers[block] = item.request_id
             chunk.write_blocks.append(block)
         targets = [next_token(s) for s in states]
         drafts = item.tokens[len(item.tokens) - item.num_drafts :]
@@ -185,10 +189,10 @@ class RunnerMirror:
         out.sampled[item.request_id] = targets[: accepted + 1]
         out.running[item.request_id] = states[accepted]
         req.num_accepted = accepted + 1
-        self._postprocess_spec(req, curr, len(item.tokens), item.num_drafts, out)
+        self._postprocess_spec(item.request_id, req, curr, len(item.tokens), item.num_drafts, out)
 
-    def _postprocess_spec(self, req: RequestSlots, curr: int, num_scheduled: int, num_drafts: int,
-                          out: StepOutcome) -> None:
+    def _postprocess_spec(self, request_id: str, req: RequestSlots, curr: int, num_scheduled: int,
+                          num_drafts: int, out: StepOutcome) -> None:
         """postprocess_mamba_fused_kernel: copy the exact boundary state accepted tokens crossed."""
         running_tokens = req.num_computed + num_scheduled - num_drafts
         new_computed = running_tokens + req.num_accepted - 1
@@ -204,4 +208,5 @@ class RunnerMirror:
         src_block = req.block_ids[curr + bias]
         dst_block = req.block_ids[dest]
         self.slots[dst_block] = self.slot(src_block)
+        self.writers[dst_block] = request_id
         out.copies.append([src_block, dst_block])

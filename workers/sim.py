@@ -52,7 +52,10 @@ def check_vllm_version() -> None:
 
 @dataclass
 class Claim:
-    """A hash a Mamba block carries, as first seen: what state its slot must hold from now on."""
+    """A hash a Mamba block carries, as first seen: what state its slot must hold from now on.
+
+    ``request_id`` is the request that last wrote the block's slot (whose split put it there), else
+    the first request whose prompt has that prefix."""
 
     block_hash: Any
     request_id: str
@@ -326,7 +329,8 @@ class SimExecutor:
                 claim = run.claims.get((block.block_id, key))
                 if claim is None:
                     rid, tokens = run.prefixes[get_block_hash(key)]
-                    claim = Claim(key, rid, (len(tokens) - 1) // block_size, tokens)
+                    owner = run.mirror.writers.get(block.block_id, rid)
+                    claim = Claim(key, owner, (len(tokens) - 1) // block_size, tokens)
                     run.claims[(block.block_id, key)] = claim
                 elif claim.reported:
                     continue
