@@ -5,8 +5,13 @@ candidate policy (``EngineExecutor.poison_verdict``): a real slot whose conv/SSM
 tensors differ from the state its hash claims is ``confirmed``; no poisoned
 slot while the canary (a deliberately corrupted slot) IS caught in the same
 configuration is ``not confirmed``; anything else (the canary missed, the
-platform cannot run the configuration, the engine crashed) is ``inconclusive``,
-never a silent pass. The state and its evidence go into ``verdict.json``
+engine crashed) is ``inconclusive``, never a silent pass.
+
+Where the engine cannot run the configuration on this platform (EAGLE/MTP with
+align mode on CPU), the finding is re-run on the kernel tier instead: the real
+GDN kernels on real tensors follow the real scheduler's chunks, and a resumed
+request that diverges far above tolerance is ``confirmed`` there. The evidence
+always names the tier that decided. State and evidence go into ``verdict.json``
 (``confirmed`` and ``confirmation``), written atomically.
 """
 
@@ -47,10 +52,27 @@ def confirm_bundle(bundle: Path, tier: str = "engine", executor: Any = None) -> 
         "canary_caught": None if outcome.canary is None else canary_caught(outcome.canary),
         "notes": outcome.result.notes,
     }
+    if outcome.verdict == "unsupported" and tier == "engine":
+        # the minimised scenario may have no request that resumes from the poisoned slot (the sim's
+        # audit needs none); the original input usually has one
+        for name in ("scenario.json", "original.json"):
+            state, evidence["fallback"] = _confirm_on_kernels(load_scenario(bundle / name)[0], verdict, name)
+            if state != "inconclusive":
+                break
     data = json.loads((bundle / "verdict.json").read_text())
     data.update(confirmed=state, confirmation=evidence)
     atomic_write(bundle / "verdict.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
     return state
+
+
+def _confirm_on_kernels(scenario: Any, verdict: dict[str, Any], name: str) -> tuple[str, dict[str, Any]]:
+    from fuzz.oracle import CLEAN, DIVERGED
+    from fuzz.replay import replay
+
+    replayed = replay(scenario, resolve_policy(verdict["candidate"]), resolve_policy(verdict["reference"]), "kernels")
+    state = {DIVERGED: CONFIRMED, CLEAN: "not confirmed"}.get(replayed.verdict.status, "inconclusive")
+    return state, {"tier": "kernels", "input": name, "verdict": replayed.verdict.status, "kind": replayed.verdict.kind,
+                   "notes": replayed.verdict.notes}
 
 
 def cmd_confirm(args: argparse.Namespace) -> int:
