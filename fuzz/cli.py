@@ -8,7 +8,6 @@ saved finding), 2 bad input (one line on stderr naming the file and field),
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
 from collections.abc import Callable
@@ -150,10 +149,6 @@ def main(argv: list[str] | None = None) -> int:
         return exit_codes.BAD_INPUT
     except KeyboardInterrupt:
         return 130
-
-
-def dump_json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ def confirm_bundle(bundle: Path, tier: str = "engine", executor: Any = None) -> 
     evidence: dict[str, Any] = {
         "tier": tier,
         "engine_verdict": outcome.verdict,
-        "poisoned_slots": [p.describe(0) for p in outcome.result.poisoned],
+        "poisoned_slots": [p.describe() for p in outcome.result.poisoned],
         "faults": [f"{f.kind}: {f.detail.splitlines()[-1] if f.detail else ''}" for f in outcome.result.faults],
         "canary_caught": None if outcome.canary is None else canary_caught(outcome.canary),
         "notes": outcome.result.notes,

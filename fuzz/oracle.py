@@ -85,7 +85,7 @@ def _wrong_side(candidate_ok: bool, reference_ok: bool) -> str:
 
 def _side_findings(run: RunResult, side: str) -> list[Finding]:
     found = [
-        Finding("poisoned-slot", side, p.describe(0), p.request_id, p.step,
+        Finding("poisoned-slot", side, p.describe(), p.request_id, p.step,
                 {"block_id": p.block_id, "column": p.column, "claimed_tokens": p.claimed_tokens,
                  "held_tokens": p.held_tokens})
         for p in run.poisoned

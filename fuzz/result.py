@@ -79,7 +79,7 @@ class PoisonedSlot:
     held_tokens: int | None  # prefix length held, None when not a prefix of the claim
     held: str  # a short description: "state@364", "state of 1200 foreign tokens"
 
-    def describe(self, mamba_block_size: int) -> str:
+    def describe(self) -> str:
         return f"slot hashed as state@{self.claimed_tokens} holds {self.held}"
 
 
