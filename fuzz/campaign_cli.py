@@ -9,6 +9,7 @@ bad input.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -81,8 +82,9 @@ def add_campaign_parser(sub: Any) -> None:
     p.add_argument("--candidate", default="pre-51113")
     p.add_argument("--reference", default="vllm")
     p.add_argument("--seed", type=int, default=1, help="fuzzer i uses libFuzzer -seed=SEED+i")
-    p.add_argument("--corpus", default="corpus", help="corpus root: queue/ is written, seeds/ and regressions/ read")
-    p.add_argument("--crashes", default="crashes")
+    p.add_argument("--corpus", default=os.environ.get("GDNFUZZ_CORPUS", "corpus"),
+                   help="corpus root ($GDNFUZZ_CORPUS): queue/ is written, seeds/ and regressions/ read")
+    p.add_argument("--crashes", default=os.environ.get("GDNFUZZ_CRASHES", "crashes"), help="crash store ($GDNFUZZ_CRASHES)")
     p.add_argument("--stats", default=None, help="stats JSON-lines file (default $GDNFUZZ_STATS or stats.jsonl)")
     p.add_argument("--dashboard", default=None, help="HTML file (default CRASHES/dashboard.html)")
     p.add_argument("--file-issues", default=None, metavar="OWNER/NAME", help="file confirmed findings there")

@@ -183,8 +183,9 @@ def add_run_parser(sub: Any) -> None:
     p.add_argument("--max-time", type=int, default=300, help="seconds (0: no limit)")
     p.add_argument("--runs", type=int, default=0, help="stop each worker after N inputs (0: no limit)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--corpus", default="corpus", help="corpus root: queue/ is written, seeds/ and regressions/ read")
-    p.add_argument("--crashes", default="crashes")
+    p.add_argument("--corpus", default=os.environ.get("GDNFUZZ_CORPUS", "corpus"),
+                   help="corpus root ($GDNFUZZ_CORPUS): queue/ is written, seeds/ and regressions/ read")
+    p.add_argument("--crashes", default=os.environ.get("GDNFUZZ_CRASHES", "crashes"), help="crash store ($GDNFUZZ_CRASHES)")
     p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes")
     p.add_argument("--minimize-time", type=float, default=60.0, help="seconds to minimise each new signature")
     p.add_argument("--no-regressions", action="store_true", help="do not add findings to corpus/regressions")
