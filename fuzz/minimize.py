@@ -310,11 +310,16 @@ def fold_concurrent_prefill(sh: Shrinker) -> None:
         sh.consider(_keep_requests(folded, [x.id for x in s.requests if x.id != r.id]))
 
 
+def _clear_each(sh: Shrinker, name: str) -> None:
+    """Try setting request field ``name`` to None on every request that has it set."""
+    for i in range(len(sh.current.requests)):
+        if getattr(sh.current.requests[i], name) is not None:
+            sh.consider(_with_request(sh.current, i, **{name: None}))
+
+
 @stage("detach-continuations")
 def detach_continuations(sh: Shrinker) -> None:
-    for i in range(len(sh.current.requests)):
-        if sh.current.requests[i].continues is not None:
-            sh.consider(_with_request(sh.current, i, continues=None))
+    _clear_each(sh, "continues")
 
 
 @stage("drop-prompt-parts")
@@ -422,9 +427,7 @@ def lower_max_tokens(sh: Shrinker) -> None:
 
 @stage("drop-aborts")
 def drop_aborts(sh: Shrinker) -> None:
-    for i in range(len(sh.current.requests)):
-        if sh.current.requests[i].abort_step is not None:
-            sh.consider(_with_request(sh.current, i, abort_step=None))
+    _clear_each(sh, "abort_step")
 
 
 @stage("simplify-accept")

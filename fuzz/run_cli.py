@@ -28,7 +28,8 @@ from fuzz.harness import DETECTED_LINE, FINDING_LINE
 from fuzz.policies import PolicyError, resolve_policy
 
 STATUS = re.compile(r"#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+ (?:lim: \d+ )?exec/s: (\d+)")
-DEFAULT_FLAGS = ("-max_len=16384", "-timeout=900", "-rss_limit_mb=16384", "-print_final_stats=1")
+DEFAULT_FLAGS = ("-max_len=16384", "-print_final_stats=1")  # every harness worker, run or campaign
+RUN_LIMITS = ("-timeout=900", "-rss_limit_mb=16384")  # gdnfuzz run's own (inline minimisation is slow)
 
 
 @dataclass
@@ -117,7 +118,7 @@ def run_workers(args: argparse.Namespace, progress: Progress, out: IO[str] = sys
 
     def start(i: int) -> None:
         remaining = int(deadline - time.monotonic()) if deadline else 0
-        flags = [*DEFAULT_FLAGS, f"-seed={args.seed + i + 1000 * restarts}", f"-artifact_prefix={raw}/"]
+        flags = [*DEFAULT_FLAGS, *RUN_LIMITS, f"-seed={args.seed + i + 1000 * restarts}", f"-artifact_prefix={raw}/"]
         if deadline:
             flags.append(f"-max_total_time={max(remaining, 1)}")
         if args.runs:
