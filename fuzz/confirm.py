@@ -7,11 +7,13 @@ slot while the canary (a deliberately corrupted slot) IS caught in the same
 configuration is ``not confirmed``; anything else (the canary missed, the
 engine crashed) is ``inconclusive``, never a silent pass.
 
-Where the engine cannot run the configuration on this platform (EAGLE/MTP with
-align mode on CPU), the finding is re-run on the kernel tier instead: the real
-GDN kernels on real tensors follow the real scheduler's chunks, and a resumed
+Where the engine cannot run the minimised scenario's configuration (a block
+size below the smallest the model allows, EAGLE with no draft head, a KV
+connector), the bundle's original input is tried on the engine next. Where it
+cannot run that either, the finding is re-run on the kernel tier: the real GDN
+kernels on real tensors follow the real scheduler's chunks, and a resumed
 request that diverges far above tolerance is ``confirmed`` there. The evidence
-always names the tier that decided. State and evidence go into ``verdict.json``
+always names the tier and the input that decided. State and evidence go into ``verdict.json``
 (``confirmed`` and ``confirmation``), written atomically.
 """
 
@@ -29,6 +31,7 @@ from fuzz.scenario import load_scenario
 from fuzz.store import atomic_write
 
 CONFIRMED = "confirmed"
+INPUTS = ("scenario.json", "original.json")  # a bundle's minimised input first, then what the fuzzer found
 
 
 def confirm_bundle(bundle: Path, tier: str = "engine", executor: Any = None) -> str:
@@ -39,13 +42,17 @@ def confirm_bundle(bundle: Path, tier: str = "engine", executor: Any = None) -> 
     from workers.engine import canary_caught, confirmation
 
     bundle = Path(bundle)
-    scenario, _ = load_scenario(bundle / "scenario.json")
     verdict = load_verdict(bundle / "verdict.json")
     executor = executor or executor_for(tier)
-    outcome = executor.poison_verdict(scenario, resolve_policy(verdict["candidate"]))
+    policy = resolve_policy(verdict["candidate"])
+    for name in INPUTS:
+        outcome = executor.poison_verdict(load_scenario(bundle / name)[0], policy)
+        if outcome.verdict != "unsupported":
+            break
     state = confirmation(outcome)
     evidence: dict[str, Any] = {
         "tier": tier,
+        "input": name,
         "engine_verdict": outcome.verdict,
         "poisoned_slots": [p.describe() for p in outcome.result.poisoned],
         "faults": [f"{f.kind}: {f.detail.splitlines()[-1] if f.detail else ''}" for f in outcome.result.faults],
@@ -53,9 +60,9 @@ def confirm_bundle(bundle: Path, tier: str = "engine", executor: Any = None) -> 
         "notes": outcome.result.notes,
     }
     if outcome.verdict == "unsupported" and tier == "engine":
-        # the minimised scenario may have no request that resumes from the poisoned slot (the sim's
-        # audit needs none); the original input usually has one
-        for name in ("scenario.json", "original.json"):
+        # the kernel tier observes resumed requests only: the minimised scenario may have none
+        # (the audits need none), the original input usually has one
+        for name in INPUTS:
             state, evidence["fallback"] = _confirm_on_kernels(load_scenario(bundle / name)[0], verdict, name)
             if state != "inconclusive":
                 break

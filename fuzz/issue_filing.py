@@ -230,9 +230,23 @@ def _facts(bundle: CrashBundle) -> str:
             ("Reference policy", f"`{v['reference']}`"),
             ("First divergent request", first),
             ("Found on tier", v["tier"]),
-            ("Engine-tier confirmation", v.get("confirmed") or "not yet run"),
+            ("Confirmation", _confirmation(v)),
         ]
     )
+
+
+def _confirmation(v: dict[str, Any]) -> str:
+    """The confirmed state and what decided it: the tier, the input and its first poisoned slot."""
+    state = v.get("confirmed")
+    if state is None:
+        return "not yet run"
+    evidence = v.get("confirmation") or {}
+    decided = evidence.get("fallback") or evidence
+    if "tier" not in decided:
+        return state
+    detail = ", ".join(filter(None, [f"{decided['tier']} tier", decided.get("input"),
+                                     next(iter(decided.get("poisoned_slots") or []), None)]))
+    return f"{state} ({detail})"
 
 
 def _environment(bundle: CrashBundle) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from fuzz.policies import resolve_policy
 from fuzz.scenario import Scenario, load_scenario
-from workers.engine import OUTPUT_TOLERANCE, EngineExecutor, canary_caught, output_divergence, without_spec_decode
+from workers.engine import OUTPUT_TOLERANCE, EngineExecutor, canary_caught, output_divergence
 from workers.engine_session import CANARY_OFFSET, STATE_TOLERANCE
 
 # Request a fills a 1610-token prompt in chunks of 364 then the rest; b shares its first 1610
@@ -33,6 +33,10 @@ SHORT = Scenario.from_dict({
     "engine": {"mamba_block_size": 1600, "block_size": 1600, "hash_block_size": 1600},
     "requests": [{"id": "a", "prompt": [100], "max_tokens": 2}],
 })
+
+
+REGRESSIONS = Path(__file__).resolve().parent.parent / "corpus" / "regressions"
+CORPUS = sorted(REGRESSIONS.glob("*.json"))
 
 
 @pytest.fixture(scope="module")
@@ -87,40 +91,51 @@ def test_poison_verdicts(engine):
     assert engine.poison_verdict(SHORT, resolve_policy("vllm")).verdict == "inconclusive"
 
 
-def test_spec_decode_is_unsupported_on_cpu(engine):
-    mtp = FRAGMENTED.with_engine(spec_decode="mtp", num_speculative_tokens=1)
-    verdict = engine.poison_verdict(mtp, resolve_policy("naive"))
-    assert verdict.verdict == "unsupported"
-    assert "Triton" in verdict.result.notes[0]
+def test_mtp_runs_in_align_mode_on_cpu(engine):
+    """MTP + align on the CPU engine (workers.cpu_align_kernels), on the production trigger: the
+    pre-PR-51113 split poisons the slot at 1600 with state@364, vLLM's does not, and the canary is
+    caught in that configuration."""
+    scenario = load_scenario(REGRESSIONS / "pr51113-concurrent-prefills.json")[0]
+    assert (scenario.engine.spec_decode, scenario.engine.num_spec_tokens) == ("mtp", 3)
+    bad = engine.poison_verdict(scenario, resolve_policy("pre-51113"))
+    assert bad.verdict == "poisoned", bad.result.notes
+    assert [(p.claimed_tokens, p.held_tokens) for p in bad.result.poisoned] == [(1600, 364)]
+    assert bad.result.requests["follower"].resume_state_ok is False
+    assert engine.poison_verdict(scenario, resolve_policy("vllm")).verdict == "clean"
 
 
-CORPUS = sorted((Path(__file__).resolve().parent.parent / "corpus" / "regressions").glob("*.json"))
-
-
+@pytest.mark.parametrize("policy", ["naive", "pre-51113"])
 @pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
-def test_sim_and_engine_agree_on_poisoned_slots(engine, sim, path):
-    """The corpus entries, as the CPU engine can run them (no drafts): same poisoned slots on both tiers."""
-    scenario = without_spec_decode(load_scenario(path)[0])
-    naive = resolve_policy("naive")
-    expected = sorted((p.column, p.claimed_tokens, p.held_tokens) for p in sim.run(scenario, naive).poisoned)
-    run = engine.run(scenario, naive)
-    assert run.status == "ok" and not run.faults
-    assert sorted((p.column, p.claimed_tokens, p.held_tokens) for p in run.poisoned) == expected
+def test_sim_and_engine_agree_on_poisoned_slots(engine, sim, path, policy):
+    """The corpus entries as written (MTP, B=1600): every slot the sim finds poisoned, the engine
+    finds poisoned with the same claimed and held positions, and neither finds one where the other
+    finds none. The engine may find more: its drafts are accepted as the model decides, not as the
+    scenario's ``accept`` lists say, so a concurrent request's later chunks can end elsewhere."""
+    scenario = load_scenario(path)[0]
+    split = resolve_policy(policy)
+    expected = {(p.column, p.claimed_tokens, p.held_tokens) for p in sim.run(scenario, split).poisoned}
+    run = engine.run(scenario, split)
+    assert run.status == "ok" and not run.faults, run.notes
+    found = {(p.column, p.claimed_tokens, p.held_tokens) for p in run.poisoned}
+    assert expected <= found and bool(expected) == bool(found)
 
 
-def _configuration_classes() -> dict[str, Path]:
-    """One corpus entry per distinct engine configuration (the knobs that are not per-step budgets)."""
-    classes: dict[str, Path] = {}
+def _configuration_classes() -> dict[str, list[Path]]:
+    """The corpus entries by engine configuration (the knobs that are not per-step budgets)."""
+    classes: dict[str, list[Path]] = {}
     for path in CORPUS:
-        knobs = without_spec_decode(load_scenario(path)[0]).engine
-        key = f"B{knobs.mamba_block_size}-hash{knobs.hash_block_size}-ret{knobs.retention_interval}"
-        classes.setdefault(key, path)
+        knobs = load_scenario(path)[0].engine
+        key = (f"B{knobs.mamba_block_size}-hash{knobs.hash_block_size}-ret{knobs.retention_interval}"
+               f"-{knobs.spec_decode}{knobs.num_spec_tokens}")
+        classes.setdefault(key, []).append(path)
     return classes
 
 
-@pytest.mark.parametrize("path", list(_configuration_classes().values()), ids=list(_configuration_classes()))
-def test_canary_is_detected_in_every_corpus_configuration(engine, path):
-    assert engine.canary_detected(without_spec_decode(load_scenario(path)[0]))
+@pytest.mark.parametrize("paths", list(_configuration_classes().values()), ids=list(_configuration_classes()))
+def test_canary_is_detected_in_every_corpus_configuration(engine, paths):
+    """Some entry of each configuration caches a slot a later request reads, and its canary is caught
+    (entries that cache nothing cannot plant one: their clean verdicts stay inconclusive)."""
+    assert any(engine.canary_detected(load_scenario(path)[0]) for path in paths)
 
 
 def _policy_file(tmp_path: Path, body: str) -> str:

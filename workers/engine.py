@@ -39,10 +39,13 @@ from fuzz.policies import Policy, resolve_policy
 from fuzz.result import Fault, RequestOutcome, RunResult
 from fuzz.scenario import Scenario
 
-# Measured (bench/engine_throughput.py, 2026-12-02): the reference-vs-truth gap of correct runs
-# (bf16, different chunkings, partial hits) is 0.059..0.068 over the corpus entries the CPU engine
-# runs; a state CANARY_OFFSET (8) tokens off moves a resumed request by 0.18..0.92, a naive split's
-# state@364 by 0.78..inf. The threshold sits at about 2.3 times the floor.
+# Measured (bench/engine_throughput.py over the 14 corpus entries as written, MTP included, and 40
+# `gdnfuzz gen --seed 5` scenarios, 2026-12-02): the reference-vs-truth gap of correct runs (bf16,
+# different chunkings, partial hits) is 0.055..0.070 on all but one scenario, whose longest request
+# reaches 0.123 over 8 decoded tokens; no greedy token left the other run's top-k. A state
+# CANARY_OFFSET (8) tokens off moves a resumed request by 0..inf, a naive split's poisoned state by
+# 0.122..inf: outputs alone cannot separate every poisoned run, which is why the state audit (noise
+# 0.004, poisoned 1.3..1.5, tolerance 0.05) decides the engine verdicts and outputs only add evidence.
 OUTPUT_TOLERANCE = 0.15
 DEFAULT_TIMEOUT_S = 300.0
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,15 +192,6 @@ def confirmation(verdict: EngineVerdict) -> str:
     """What ``gdnfuzz confirm`` records: confirmed / not confirmed / inconclusive (a configuration the
     platform cannot run, a missed canary or a crash is inconclusive; the engine verdict says which)."""
     return CONFIRMATION.get(verdict.verdict, "inconclusive")
-
-
-def without_spec_decode(scenario: Scenario) -> Scenario:
-    """The variant of ``scenario`` a CPU engine can run: the same requests and budgets, no drafts.
-
-    Not a substitute for the scenario: splits that are wrong only under EAGLE/MTP (``pre-51113``)
-    are right without drafts. Callers label results of this variant as such.
-    """
-    return scenario.with_engine(spec_decode="off", num_speculative_tokens=0)
 
 
 def canary_caught(canary_run: RunResult) -> bool:

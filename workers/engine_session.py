@@ -18,8 +18,9 @@ Knobs to engine: B (``mamba_block_size``) is passed as the engine's ``block_size
 mode vLLM sets the Mamba block to the attention block; so the engine runs the scenario's B exactly
 (1600 included) and the attention block is B too (a note says so when the scenario's differs;
 attention hits land on B multiples either way). vLLM raises a block below the size at which the
-attention page holds the Mamba page (384 for the tiny model); such a B is reported unsupported
-rather than run with another B. ``hash_block_size`` is ``prefix_match_unit`` (partial hash hits),
+attention page holds the Mamba page (32 for the tiny model, see workers.model); such a B is reported
+unsupported rather than run with another B. MTP runs on CPU too: workers.cpu_align_kernels stands in
+for the two fused align-mode copy kernels vLLM's CPU platform leaves to Triton. ``hash_block_size`` is ``prefix_match_unit`` (partial hash hits),
 ``retention_interval`` is ``prefix_cache_retention_interval``, ``num_kv_blocks`` is
 ``num_gpu_blocks_override``.
 
@@ -45,7 +46,7 @@ from typing import Any
 from fuzz.policies import Policy
 from fuzz.result import UNSUPPORTED, Chunk, PoisonedSlot, RequestOutcome, RunResult, StepRecord
 from fuzz.scenario import MAX_CONTEXT, EngineKnobs, Request, Scenario, own_prompt_tokens
-from workers import engine_state
+from workers import cpu_align_kernels, engine_state
 from workers.engine_state import SlotState
 
 ENGINE_MAX_BATCHED = 8192  # runner buffers; per-step budgets go up to it
@@ -69,12 +70,8 @@ class Unsupported(Exception):
 
 def unsupported_reason(scenario: Scenario) -> str | None:
     """Why the CPU engine cannot run ``scenario`` as written, or None when it can."""
-    from vllm.platforms import current_platform
 
     k = scenario.engine
-    if k.spec_decode != "off" and current_platform.is_cpu():
-        return (f"spec_decode={k.spec_decode!r} with align mode needs a GPU: the fused Mamba state pre-copy "
-                "is a Triton kernel, and vLLM disables Triton on CPU")
     if k.spec_decode == "eagle":
         return "spec_decode='eagle': the tiny model has no EAGLE draft head (its MTP head runs as spec_decode='mtp')"
     if any(r.external_tokens for r in scenario.requests):
@@ -98,7 +95,7 @@ class EngineKey:
     hash_block_size: int | None = None
     retention_interval: int | None = 0
     num_kv_blocks: int | None = None
-    num_mtp_tokens: int = 0  # MTP speculative decoding (GPU only, see unsupported_reason)
+    num_mtp_tokens: int = 0  # MTP speculative decoding (on CPU through workers.cpu_align_kernels)
 
     @classmethod
     def of(cls, knobs: EngineKnobs) -> EngineKey:
@@ -126,6 +123,7 @@ def build_engine(key: EngineKey) -> Any:
         kwargs |= dict(mamba_cache_mode="align", block_size=key.block_size, prefix_match_unit=key.hash_block_size,
                        prefix_cache_retention_interval=key.retention_interval)
     if key.num_mtp_tokens:
+        cpu_align_kernels.register()
         kwargs["speculative_config"] = {"method": "mtp", "num_speculative_tokens": key.num_mtp_tokens}
     if not current_platform.is_cpu():
         kwargs["gpu_memory_utilization"] = GPU_MEMORY_FRACTION

@@ -7,13 +7,25 @@ cache root (``$GDNFUZZ_CACHE`` or ``~/.cache/gdnfuzz``) in a folder named after 
 config and the weight recipe, so a change to either gets a fresh folder and an unchanged one is
 reused. Invariant: the same ``(config, seed)`` always yields byte-identical tensors.
 
-Shape of the model (DOMAIN.md section 6 lists why each choice is forced on the CPU build):
-layer 0 Gated DeltaNet (linear attention, dense MLP: ``mlp_only_layers=[0]``), layer 1 full
-attention with a 4-expert MoE, one MTP layer (``num_nextn_predict_layers=1``, so MTP/EAGLE can be
-configured; its weights are generated too), bf16, linear key/value head dim 128 (the CPU GDN kernel
-rejects smaller). The weights are scaled (``initializer_range`` 0.2) and the GDN decay is slow
-(``dt_bias`` -6, small ``in_proj_ba``) so the next-token distribution depends strongly on the recurrent state: a state
-a few tokens off moves logprobs far beyond bf16 noise (tests/test_engine.py measures it).
+Shape of the model (DOMAIN.md section 6 lists the choices forced on the CPU build), and why:
+
+- layer 0 Gated DeltaNet (linear attention) with a 4-expert MoE, layer 1 full attention with a
+  dense MLP (``mlp_only_layers=[1]``), one MTP layer (``num_nextn_predict_layers=1``; its weights
+  are generated too). vLLM names the MTP layer ``mtp.layers.0``, so it reads as layer index 0 and
+  must be a MoE layer: ``Qwen3NextMTP.set_moe_parameters`` refuses a draft with none.
+- bf16; linear key/value head dim 128 (the CPU GDN kernel rejects smaller).
+- attention with 8 query and 8 KV heads of dim 256, wider than the rest of the model needs, so
+  that its page per token (8 KB) lets a 32-token attention page hold the GDN state page. In align
+  mode vLLM raises the block size until it does; a narrower attention made the engine refuse every
+  B below 384, the sizes minimised reproducers shrink to. Reaching the same limit with one GDN
+  value head instead of two moved correct runs' logprobs by up to 0.52 between chunkings.
+- every token routed to all 4 experts (``num_experts_per_tok`` 4). With top-2 routing a near-tie
+  in the router flipped the expert choice between two chunkings of one prompt and moved a correct
+  run's logprobs by 0.75 (``gdnfuzz gen --seed 5``, scenario 21); with all experts active the
+  routing weights are continuous in the inputs.
+- weights scaled (``initializer_range`` 0.2) and a slow GDN decay (``dt_bias`` -6, small
+  ``in_proj_ba``), so the next-token distribution depends strongly on the recurrent state: a state
+  a few tokens off moves logprobs far beyond bf16 noise (bench/engine_throughput.py measures both).
 """
 
 from __future__ import annotations
@@ -43,9 +55,9 @@ TINY_CONFIG: dict[str, Any] = {
     "intermediate_size": 256,
     "num_hidden_layers": 2,
     "layer_types": ["linear_attention", "full_attention"],
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 32,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "head_dim": 256,
     "partial_rotary_factor": 0.25,
     "rope_theta": 10000.0,
     "linear_conv_kernel_dim": 4,
@@ -54,11 +66,11 @@ TINY_CONFIG: dict[str, Any] = {
     "linear_num_key_heads": 1,
     "linear_num_value_heads": 2,
     "num_experts": 4,
-    "num_experts_per_tok": 2,
+    "num_experts_per_tok": 4,
     "moe_intermediate_size": 64,
     "shared_expert_intermediate_size": 64,
     "decoder_sparse_step": 1,
-    "mlp_only_layers": [0],
+    "mlp_only_layers": [1],
     "norm_topk_prob": True,
     "num_nextn_predict_layers": 1,
     "hidden_act": "silu",

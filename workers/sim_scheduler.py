@@ -131,7 +131,7 @@ def with_scheduler_knobs(base: Any, knobs: EngineKnobs) -> Any:
 
 
 def kv_cache_config_for(vllm_config: Any, knobs: EngineKnobs, num_blocks: int) -> Any:
-    """A hybrid KVCacheConfig: full attention (block_size) + GDN Mamba (align, B)."""
+    """A hybrid KVCacheConfig: full attention (block_size) + GDN Mamba (align, B), shaped as the tiny model's."""
     import torch
     from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
     from vllm.v1.kv_cache_interface import (
@@ -141,12 +141,18 @@ def kv_cache_config_for(vllm_config: Any, knobs: EngineKnobs, num_blocks: int) -
         MambaSpec,
     )
 
+    from workers.model import TINY_CONFIG as m
+
     attention = FullAttentionSpec(
-        block_size=knobs.block_size, num_kv_heads=2, head_size=32, dtype=torch.bfloat16
+        block_size=knobs.block_size, num_kv_heads=m["num_key_value_heads"], head_size=m["head_dim"],
+        dtype=torch.bfloat16,
     )
+    conv_dim = 2 * m["linear_num_key_heads"] * m["linear_key_head_dim"] + m["linear_num_value_heads"] * m[
+        "linear_value_head_dim"]
     mamba = MambaSpec(
         block_size=knobs.mamba_block_size,
-        shapes=((3, 384), (2, 128, 128)),
+        shapes=((m["linear_conv_kernel_dim"] - 1, conv_dim),
+                (m["linear_num_value_heads"], m["linear_key_head_dim"], m["linear_value_head_dim"])),
         dtypes=(torch.bfloat16, torch.bfloat16),
         mamba_type=MambaAttentionBackendEnum.GDN_ATTN,
         mamba_cache_mode="align",
