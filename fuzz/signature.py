@@ -2,8 +2,8 @@
 
 A signature is built from the first finding's kind and the conditions that
 produced it, never from the raw input: which split stop was missed, the
-speculative-decoding family, partial hash hits, KV-connector tokens, and which
-side is wrong. A thousand inputs of one bug give one signature, hence one
+speculative-decoding family, partial hash hits (for resume-side kinds only, see
+:func:`conditions`), KV-connector tokens, and which side is wrong. A thousand inputs of one bug give one signature, hence one
 ``crashes/<signature>/`` directory.
 
 For a poisoned slot the missed stop is read off the audit: the slot claims
@@ -56,10 +56,16 @@ def _poison_class(finding: Finding, scenario: Scenario, run: RunResult) -> str:
     return "unaligned-end-" + ("past-lcp" if claimed > lcp else "below-lcp")
 
 
-def conditions(scenario: Scenario) -> list[str]:
+def conditions(scenario: Scenario, head: str = "") -> list[str]:
+    """The configuration conditions that name a bug next to its ``head`` (kind and class).
+
+    Partial hash hits decide where a request resumes, not what a chunk leaves in a slot, so they
+    name resume-side bugs but not ``poison-*`` ones: one missed stop poisons the same way with or
+    without them, and is one bug (one crash directory) either way.
+    """
     e = scenario.engine
     tags = ["eagle-family" if e.spec_decode != "off" else "no-spec"]
-    if e.partial_hash_hits:
+    if e.partial_hash_hits and not head.startswith("poison-"):
         tags.append("partial-hits")
     if any(r.external_tokens for r in scenario.requests):
         tags.append("kv-connector")
@@ -79,7 +85,7 @@ def signature(verdict: Verdict, scenario: Scenario, candidate_run: RunResult) ->
         head = "contract-out-of-range"
     else:
         head = first.kind
-    parts = [head, *conditions(scenario)]
+    parts = [head, *conditions(scenario, head)]
     sides = {f.side for f in verdict.findings if f.kind == first.kind}
     side = "both" if "both" in sides or {"candidate", "reference"} <= sides else first.side
     if side not in ("candidate", "unknown"):
