@@ -13,15 +13,17 @@ connector), the bundle's original input is tried on the engine next. Where it
 cannot run that either, the finding is re-run on the kernel tier: the real GDN
 kernels on real tensors follow the real scheduler's chunks, and a resumed
 request that diverges far above tolerance is ``confirmed`` there. The evidence
-always names the tier and the input that decided. State and evidence go into ``verdict.json``
-(``confirmed`` and ``confirmation``), written atomically.
+always names the tier and the input that decided. State and evidence go into
+``verdict.json`` (``confirmed`` and ``confirmation``), written atomically.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +46,13 @@ def confirm_bundle(bundle: Path, tier: str = "engine", executor: Any = None) -> 
     bundle = Path(bundle)
     verdict = load_verdict(bundle / "verdict.json")
     executor = executor or executor_for(tier)
-    policy = resolve_policy(verdict["candidate"])
-    for name in INPUTS:
-        outcome = executor.poison_verdict(load_scenario(bundle / name)[0], policy)
-        if outcome.verdict != "unsupported":
-            break
+    candidate = resolve_policy(verdict["candidate"])
+
+    @functools.cache
+    def scenario_of(name: str) -> Any:  # each input is read once, and only if a tier needs it
+        return load_scenario(bundle / name)[0]
+
+    name, outcome = _engine_outcome(executor, scenario_of, candidate)
     state = confirmation(outcome)
     evidence: dict[str, Any] = {
         "tier": tier,
@@ -62,8 +66,9 @@ def confirm_bundle(bundle: Path, tier: str = "engine", executor: Any = None) -> 
     if outcome.verdict == "unsupported" and tier == "engine":
         # the kernel tier observes resumed requests only: the minimised scenario may have none
         # (the audits need none), the original input usually has one
+        reference = resolve_policy(verdict["reference"])
         for name in INPUTS:
-            state, evidence["fallback"] = _confirm_on_kernels(load_scenario(bundle / name)[0], verdict, name)
+            state, evidence["fallback"] = _confirm_on_kernels(scenario_of(name), candidate, reference, name)
             if state != "inconclusive":
                 break
     data = json.loads((bundle / "verdict.json").read_text())
@@ -72,11 +77,20 @@ def confirm_bundle(bundle: Path, tier: str = "engine", executor: Any = None) -> 
     return state
 
 
-def _confirm_on_kernels(scenario: Any, verdict: dict[str, Any], name: str) -> tuple[str, dict[str, Any]]:
+def _engine_outcome(executor: Any, scenario_of: Callable[[str], Any], candidate: Any) -> tuple[str, Any]:
+    """The first input the engine can run, and its verdict (the last input's when it runs none)."""
+    for name in INPUTS:
+        outcome = executor.poison_verdict(scenario_of(name), candidate)
+        if outcome.verdict != "unsupported":
+            return name, outcome
+    return name, outcome
+
+
+def _confirm_on_kernels(scenario: Any, candidate: Any, reference: Any, name: str) -> tuple[str, dict[str, Any]]:
     from fuzz.oracle import CLEAN, DIVERGED
     from fuzz.replay import replay
 
-    replayed = replay(scenario, resolve_policy(verdict["candidate"]), resolve_policy(verdict["reference"]), "kernels")
+    replayed = replay(scenario, candidate, reference, "kernels")
     state = {DIVERGED: CONFIRMED, CLEAN: "not confirmed"}.get(replayed.verdict.status, "inconclusive")
     return state, {"tier": "kernels", "input": name, "verdict": replayed.verdict.status, "kind": replayed.verdict.kind,
                    "notes": replayed.verdict.notes}

@@ -109,9 +109,11 @@ def within_context(scenario: Scenario) -> Scenario:
     """Drop the requests (and their follow-ups) that could outgrow the model's context."""
     lengths = conversation_lengths(scenario)
     kept: list[Request] = []
+    kept_ids: set[str] = set()
     for r in scenario.requests:
-        if lengths[r.id] <= MAX_CONTEXT and (r.continues is None or r.continues in {k.id for k in kept}):
+        if lengths[r.id] <= MAX_CONTEXT and (r.continues is None or r.continues in kept_ids):
             kept.append(r)
+            kept_ids.add(r.id)
     return replace(scenario, requests=tuple(kept) or (Request("r0", (1,)),))
 
 

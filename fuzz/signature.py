@@ -3,8 +3,8 @@
 A signature is built from the first finding's kind and the conditions that
 produced it, never from the raw input: which split stop was missed, the
 speculative-decoding family, partial hash hits (for resume-side kinds only, see
-:func:`conditions`), KV-connector tokens, and which side is wrong. A thousand inputs of one bug give one signature, hence one
-``crashes/<signature>/`` directory.
+:func:`conditions`), KV-connector tokens, and which side is wrong. A thousand
+inputs of one bug give one signature, hence one ``crashes/<signature>/`` directory.
 
 For a poisoned slot the missed stop is read off the audit: the slot claims
 ``(p + 1) * B`` tokens and holds ``h``. ``h`` not a multiple of B means a chunk

@@ -19,10 +19,10 @@ mode vLLM sets the Mamba block to the attention block; so the engine runs the sc
 (1600 included) and the attention block is B too (a note says so when the scenario's differs;
 attention hits land on B multiples either way). vLLM raises a block below the size at which the
 attention page holds the Mamba page (32 for the tiny model, see workers.model); such a B is reported
-unsupported rather than run with another B. MTP runs on CPU too: workers.cpu_align_kernels stands in
-for the two fused align-mode copy kernels vLLM's CPU platform leaves to Triton. ``hash_block_size`` is ``prefix_match_unit`` (partial hash hits),
-``retention_interval`` is ``prefix_cache_retention_interval``, ``num_kv_blocks`` is
-``num_gpu_blocks_override``.
+unsupported rather than run with another B. ``hash_block_size`` is ``prefix_match_unit`` (partial
+hash hits), ``retention_interval`` is ``prefix_cache_retention_interval``, ``num_kv_blocks`` is
+``num_gpu_blocks_override``. MTP runs on CPU too: workers.cpu_align_kernels stands in for the two
+fused align-mode copy kernels vLLM's CPU platform leaves to Triton.
 
 The state audit: every Mamba block that gets a hash during the run is copied out of its slot right
 after the step that hashed it (the state a later request resumes from), and compared at the end
@@ -70,7 +70,6 @@ class Unsupported(Exception):
 
 def unsupported_reason(scenario: Scenario) -> str | None:
     """Why the CPU engine cannot run ``scenario`` as written, or None when it can."""
-
     k = scenario.engine
     if k.spec_decode == "eagle":
         return "spec_decode='eagle': the tiny model has no EAGLE draft head (its MTP head runs as spec_decode='mtp')"

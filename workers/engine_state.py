@@ -2,9 +2,9 @@
 
 A slot (a Mamba block id) holds, for every GDN layer, a conv state and an SSM state; vLLM keeps
 them as ``layer.kv_cache = (conv, ssm)`` tensors whose first dimension is the block id. A
-:data:`SlotState` is a detached copy of the part of them a resuming request reads, in layer order, so two engines (the
-prefix-caching engine and the truth engine, with different block tables) can be compared and a
-state taken in one can be written into the other (the canary).
+:data:`SlotState` is a detached copy of the part of them a resuming request reads, in layer
+order, so two engines (the prefix-caching engine and the truth engine, with different block
+tables) can be compared and a state taken in one can be written into the other (the canary).
 
 Distance: the largest relative Frobenius error over the slot's tensors, computed in float32.
 It is 0 for identical slots, about 1 for unrelated states, and bf16/chunking noise sits far below

@@ -134,6 +134,17 @@ def tiny_model_dir() -> Path:
 # ---------------------------------------------------------------- weights
 
 
+def gdn_state_shapes(config: dict[str, Any]) -> tuple[tuple[int, int], tuple[int, int, int]]:
+    """A GDN layer's per-slot state: conv ``(kernel - 1, conv_dim)`` and SSM ``(value heads, key dim, value dim)``.
+
+    ``conv_dim`` is the channels the short convolution runs over: queries and keys of every key head
+    and values of every value head.
+    """
+    nk, nv = config["linear_num_key_heads"], config["linear_num_value_heads"]
+    dk, dv = config["linear_key_head_dim"], config["linear_value_head_dim"]
+    return (config["linear_conv_kernel_dim"] - 1, 2 * nk * dk + nv * dv), (nv, dk, dv)
+
+
 def _layer_shapes(config: dict[str, Any], prefix: str, kind: str, dense_mlp: bool) -> dict[str, tuple[int, ...]]:
     """HF checkpoint names and shapes of one decoder layer (the layout vLLM's Qwen3-Next loader reads)."""
     h = config["hidden_size"]
@@ -148,7 +159,7 @@ def _layer_shapes(config: dict[str, Any], prefix: str, kind: str, dense_mlp: boo
         shapes |= {
             f"{a}.in_proj_qkvz.weight": (2 * nk * dk + 2 * nv * dv, h),
             f"{a}.in_proj_ba.weight": (2 * nv, h),
-            f"{a}.conv1d.weight": (2 * nk * dk + nv * dv, 1, config["linear_conv_kernel_dim"]),
+            f"{a}.conv1d.weight": (gdn_state_shapes(config)[0][1], 1, config["linear_conv_kernel_dim"]),
             f"{a}.dt_bias": (nv,),
             f"{a}.A_log": (nv,),
             f"{a}.norm.weight": (dv,),

@@ -142,17 +142,15 @@ def kv_cache_config_for(vllm_config: Any, knobs: EngineKnobs, num_blocks: int) -
     )
 
     from workers.model import TINY_CONFIG as m
+    from workers.model import gdn_state_shapes
 
     attention = FullAttentionSpec(
         block_size=knobs.block_size, num_kv_heads=m["num_key_value_heads"], head_size=m["head_dim"],
         dtype=torch.bfloat16,
     )
-    conv_dim = 2 * m["linear_num_key_heads"] * m["linear_key_head_dim"] + m["linear_num_value_heads"] * m[
-        "linear_value_head_dim"]
     mamba = MambaSpec(
         block_size=knobs.mamba_block_size,
-        shapes=((m["linear_conv_kernel_dim"] - 1, conv_dim),
-                (m["linear_num_value_heads"], m["linear_key_head_dim"], m["linear_value_head_dim"])),
+        shapes=gdn_state_shapes(m),
         dtypes=(torch.bfloat16, torch.bfloat16),
         mamba_type=MambaAttentionBackendEnum.GDN_ATTN,
         mamba_cache_mode="align",
