@@ -2,7 +2,7 @@
 
 Usage: ``python bench/campaign_scaling.py [--seconds S] [--candidate P] [--reference P]``
 
-Every configuration runs the same harness (``python -m fuzz.harness``, the
+Every configuration runs the same harness (``python -m fuzz.search.harness``, the
 same flags the campaign gives it) for the same S seconds of libFuzzer time
 (``-max_total_time=S``, counted by libFuzzer from the end of its start-up, so
 the vLLM import under instrumentation is not in the figure), from an empty
@@ -33,8 +33,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from workers.campaign import Campaign, DriverSettings  # noqa: E402
-from workers.campaign_actors import CampaignConfig, final_stats, harness_args, start_harness  # noqa: E402
+from fuzz.search.libfuzzer import final_stats  # noqa: E402
+from workers.campaign.config import CampaignConfig  # noqa: E402
+from workers.campaign.driver import Campaign, DriverSettings  # noqa: E402
+from workers.campaign.fuzzer import harness_args, start_harness  # noqa: E402
 
 UNITS = "number_of_executed_units"
 

@@ -25,15 +25,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fuzz.policies import resolve_policy  # noqa: E402
-from fuzz.scenario import load_scenario  # noqa: E402
-from workers.engine import (  # noqa: E402
+from fuzz.model.policies import resolve_policy  # noqa: E402
+from fuzz.model.scenario import load_scenario  # noqa: E402
+from workers.engine.executor import (  # noqa: E402
     OUTPUT_TOLERANCE,
     EngineExecutor,
     canary_caught,
     output_divergence,
 )
-from workers.engine_session import STATE_TOLERANCE  # noqa: E402
+from workers.engine.session import STATE_TOLERANCE  # noqa: E402
 
 
 def _clean_distance(notes: list[str]) -> float:

@@ -28,13 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 GDNFUZZ = str(Path(sys.executable).with_name("gdnfuzz"))
 SEED_CASE = ROOT / "corpus" / "regressions" / "pr51113-fragmented-first-chunk.json"
 FINGERPRINTS = (
-    "from fuzz.policies import resolve_policy\n"
-    "from fuzz.replay import replay\n"
-    "from fuzz.scenario import load_scenario\n"
+    "from fuzz.model.policies import resolve_policy\n"
+    "from fuzz.triage.replay import replay\n"
+    "from fuzz.model.scenario import load_scenario\n"
     "import sys\n"
     "s, _ = load_scenario(sys.argv[1])\n"
     "r = replay(s, resolve_policy('pre-51113'), resolve_policy('vllm'))\n"
-    "print(r.verdict.status, r.verdict.kind, r.candidate.fingerprint(), r.reference.fingerprint())\n"
+    "print(r.verdict.status, r.verdict.summary, r.candidate.fingerprint(), r.reference.fingerprint())\n"
 )
 
 
@@ -70,9 +70,9 @@ def null_run(out: Path, seed: int, count: int) -> None:
 
 
 def determinism(repeat: int) -> None:
-    from fuzz.policies import resolve_policy
-    from fuzz.replay import replay
-    from fuzz.scenario import load_scenario
+    from fuzz.model.policies import resolve_policy
+    from fuzz.model.scenario import load_scenario
+    from fuzz.triage.replay import replay
 
     scenario, _ = load_scenario(SEED_CASE)
     candidate, reference = resolve_policy("pre-51113"), resolve_policy("vllm")
@@ -80,7 +80,7 @@ def determinism(repeat: int) -> None:
     start = time.perf_counter()
     for _ in range(repeat):
         r = replay(scenario, candidate, reference)
-        seen[(r.verdict.status, r.verdict.kind, r.candidate.fingerprint(), r.reference.fingerprint())] += 1
+        seen[(r.verdict.status, r.verdict.summary, r.candidate.fingerprint(), r.reference.fingerprint())] += 1
     print(f"determinism: {repeat} in-process replays of {SEED_CASE.name} in {time.perf_counter() - start:.1f} s: "
           f"{len(seen)} distinct (verdict, kind, fingerprints): {dict(seen)}")
     for hash_seed in ("1", "12345"):

@@ -1,9 +1,9 @@
 """Sim tier throughput, and the share of it that is vLLM's own scheduler (the harness overhead).
 
-Runs ``SimExecutor.run`` over ``--count`` scenarios from ``fuzz.generate.random_scenario`` (a seeded
+Runs ``SimExecutor.run`` over ``--count`` scenarios from ``fuzz.search.generate.random_scenario`` (a seeded
 ``random.Random``) under ``--policy``, twice: a cold pass (vLLM configs built as knob sets first
 appear) and a warm pass over the same scenarios. In the same runs, the scheduler returned by
-``workers.sim.build_scheduler`` has its ``add_request``, ``schedule``, ``update_from_output`` and
+``workers.sim.executor.build_scheduler`` has its ``add_request``, ``schedule``, ``update_from_output`` and
 ``update_draft_token_ids`` wrapped with ``perf_counter`` accumulators, so the bare vLLM scheduler
 time for exactly the steps the sim ran is measured beside the sim's total; their ratio is the
 harness overhead (runner mirror, audit, request building, result recording). Scheduler
@@ -26,10 +26,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import workers.sim as sim  # noqa: E402
-from fuzz.generate import random_scenario  # noqa: E402
-from fuzz.policies import resolve_policy  # noqa: E402
-from workers.sim_scheduler import ConfigKey, ConfigRejected, vllm_config_for  # noqa: E402
+import workers.sim.executor as sim  # noqa: E402
+from fuzz.errors import ConfigRejected  # noqa: E402
+from fuzz.model.policies import resolve_policy  # noqa: E402
+from fuzz.search.generate import random_scenario  # noqa: E402
+from workers.sim.scheduler import ConfigKey, vllm_config_for  # noqa: E402
 
 TIMED = ("add_request", "schedule", "update_from_output", "update_draft_token_ids")
 

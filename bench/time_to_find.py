@@ -2,9 +2,9 @@
 
 For each seed, two worker processes run in turn with the same time budget and
 the same candidate/reference policies, from an empty corpus:
-- guided: ``python -m fuzz.harness`` (libFuzzer + gdnfuzz's structure-aware
+- guided: ``python -m fuzz.search.harness`` (libFuzzer + gdnfuzz's structure-aware
   mutator, coverage from vLLM's instrumented scheduler);
-- random: fresh scenarios from ``fuzz.generate.random_scenario`` (the same biased
+- random: fresh scenarios from ``fuzz.search.generate.random_scenario`` (the same biased
   generator the fuzzer's byte decoder uses), no feedback.
 Each stops at its first divergence. Times are counted from the moment the
 worker is ready (libFuzzer's INITED line / the first scenario run), so
@@ -23,16 +23,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
-READY, FOUND = "gdnfuzz-bench-ready", "gdnfuzz-detected"
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the random worker runs this file: it must import this tree's fuzz/
+
+from fuzz.search.libfuzzer import DETECTED_LINE, harness_command  # noqa: E402
+
+READY, FOUND = "gdnfuzz-bench-ready", DETECTED_LINE
 
 
 def random_worker(seed: int, candidate: str, reference: str, budget: float) -> None:
-    from fuzz.generate import random_scenario
-    from fuzz.policies import resolve_policy
-    from fuzz.replay import replay
-    from fuzz.signature import signature
-    from workers.sim_scheduler import ConfigRejected
+    from fuzz.errors import ConfigRejected
+    from fuzz.model.policies import resolve_policy
+    from fuzz.oracle.signature import signature
+    from fuzz.search.generate import random_scenario
+    from fuzz.triage.replay import replay
 
     cand, ref = resolve_policy(candidate), resolve_policy(reference)
     rng = random.Random(seed)
@@ -53,7 +59,7 @@ def random_worker(seed: int, candidate: str, reference: str, budget: float) -> N
 
 
 def measure(cmd: list[str], env: dict[str, str], budget: float, ready_marker: str) -> tuple[float | None, str]:
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
     assert proc.stderr is not None
     ready: float | None = None
     found: tuple[float | None, str] = (None, "-")
@@ -88,8 +94,9 @@ def main() -> None:
             env = {**os.environ, "GDNFUZZ_CANDIDATE": args.candidate, "GDNFUZZ_REFERENCE": args.reference,
                    "GDNFUZZ_CRASHES": f"{tmp}/crashes", "GDNFUZZ_REGRESSIONS": "", "GDNFUZZ_MINIMIZE_SECONDS": "0"}
             os.makedirs(f"{tmp}/queue")
-            guided = measure([sys.executable, "-m", "fuzz.harness", f"-seed={seed}", "-max_len=16384",
-                              f"-max_total_time={int(args.budget) + 60}", f"{tmp}/queue"], env, args.budget, "INITED")
+            guided = measure(harness_command([f"-seed={seed}", "-max_len=16384",
+                                              f"-max_total_time={int(args.budget) + 60}", f"{tmp}/queue"]),
+                             env, args.budget, "INITED")
             plain = measure([sys.executable, __file__, "--random-worker", str(seed), "--budget", str(args.budget),
                              "--candidate", args.candidate, "--reference", args.reference], env, args.budget, READY)
         rows.append((seed, guided, plain))

@@ -39,9 +39,9 @@ def write_bundle(crashes: Path, signature: str, **verdict_changes: Any) -> Path:
     """Write ``crashes/<signature>/`` with all four files; returns the directory."""
     path = crashes / signature
     path.mkdir(parents=True, exist_ok=True)
-    minimised = dict(SCENARIO, expect={"pre-51113": "diverged", "vllm": "clean"})
+    minimized = dict(SCENARIO, expect={"pre-51113": "diverged", "vllm": "clean"})
     original = dict(SCENARIO, requests=[*SCENARIO["requests"], {"id": "noise", "prompt": [900], "arrival_step": 1}])
-    (path / "scenario.json").write_text(json.dumps(minimised, indent=1))
+    (path / "scenario.json").write_text(json.dumps(minimized, indent=1))
     (path / "original.json").write_text(json.dumps(original, indent=1))
     (path / "verdict.json").write_text(json.dumps(verdict(signature, **verdict_changes), indent=1))
     (path / "report.md").write_text(f"# {signature}\n\n| step | chunk |\n|---|---|\n| 0 | [0, 364) |\n")

@@ -12,7 +12,7 @@ CORPUS = ROOT / "corpus"
 
 @pytest.fixture(scope="session")
 def sim():
-    from workers.sim import SimExecutor
+    from workers.sim.executor import SimExecutor
 
     return SimExecutor()
 

@@ -2,7 +2,7 @@
 
 One campaign (two fuzzers, candidate pre-51113, one PR #51113 regression as the
 seed) is driven by conditions, not by a clock: it runs until fuzzer-0 has added
-corpus entries and the crash store has saved the seed bug's minimised bundle,
+corpus entries and the crash store has saved the seed bug's minimized bundle,
 then fuzzer-0's actor is killed (Ray restarts it), and the campaign finishes
 once the new incarnation answers. The tests then check what is on disk.
 """
@@ -19,9 +19,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from fuzz.corpus_merge import list_inputs  # noqa: E402
-from workers.campaign import Campaign, DriverSettings  # noqa: E402
-from workers.campaign_actors import CampaignConfig  # noqa: E402
+from fuzz.store.corpus_merge import list_inputs  # noqa: E402
+from workers.campaign.config import CampaignConfig  # noqa: E402
+from workers.campaign.driver import Campaign, DriverSettings  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "corpus" / "regressions" / "pr51113-fragmented-first-chunk-single.json"
@@ -70,7 +70,7 @@ def campaign_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "restarted": restarted, "root": root}
 
 
-def test_campaign_finds_minimises_and_stores_the_seed_bug_once(campaign_run: dict[str, Any]) -> None:
+def test_campaign_finds_minimizes_and_stores_the_seed_bug_once(campaign_run: dict[str, Any]) -> None:
     crashes: Path = campaign_run["config"].crashes
     bundles = sorted(p.parent for p in crashes.glob("*/verdict.json"))
     assert bundles, "no crash directory"
@@ -79,7 +79,7 @@ def test_campaign_finds_minimises_and_stores_the_seed_bug_once(campaign_run: dic
     seed_bug = next(b for b in bundles if b.name.startswith("poison-"))
     verdict = json.loads((seed_bug / "verdict.json").read_text())
     assert verdict["candidate"] == "pre-51113" and verdict["kind"] == "poisoned-slot"
-    assert verdict["stages"], "the crash store did not minimise it"
+    assert verdict["stages"], "the crash store did not minimize it"
     assert verdict["sizes"]["minimized"]["requests"] <= verdict["sizes"]["original"]["requests"]
     assert (campaign_run["config"].regressions / f"{seed_bug.name}.json").is_file()
     assert verdict["hits"] >= 1
@@ -98,7 +98,7 @@ def test_killed_fuzzer_is_restarted_and_nothing_is_lost(campaign_run: dict[str, 
 
 
 def test_corpus_merge_keeps_one_copy_of_each_needed_input_and_shares_it(tmp_path: Path) -> None:
-    from fuzz.corpus_merge import content_name, merge_corpus
+    from fuzz.store.corpus_merge import content_name, merge_corpus
 
     queue = tmp_path / "corpus" / "queue"
     for d in ("fuzzer-0", "fuzzer-1"):
@@ -135,7 +135,7 @@ def test_bad_arguments_are_one_line_errors_with_exit_code_2(capsys: pytest.Captu
 
 
 def test_cpu_share_fits_every_actor_and_one_task_on_the_machine() -> None:
-    from workers.campaign import cpu_share
+    from workers.campaign.driver import cpu_share
 
     config = CampaignConfig(corpus=Path("c"), crashes=Path("x"), fuzzers=2, verifiers=1)
     share = cpu_share(2.0, config, gpus=0)
@@ -145,14 +145,14 @@ def test_cpu_share_fits_every_actor_and_one_task_on_the_machine() -> None:
 
 
 def _store(tmp_path: Path, verifiers: int = 1) -> Any:
-    from workers.campaign_actors import CrashStoreActor
+    from workers.campaign.crash_store import CrashStoreActor
 
     config = CampaignConfig(corpus=tmp_path / "corpus", crashes=tmp_path / "crashes", verifiers=verifiers)
     return config, CrashStoreActor(config, time.time())
 
 
 def test_an_input_that_kills_the_harness_becomes_one_worker_crash_bundle(tmp_path: Path) -> None:
-    from fuzz.issue_filing import load_bundle
+    from fuzz.store.bundle import load_bundle
 
     config, store = _store(tmp_path)
     log = "=== Uncaught Python exception: ===\nTraceback (most recent call last):\nZeroDivisionError: division by zero\n"
@@ -169,8 +169,8 @@ def test_an_input_that_kills_the_harness_becomes_one_worker_crash_bundle(tmp_pat
 
 
 def test_a_verifier_that_dies_twice_on_a_bundle_leaves_it_inconclusive(tmp_path: Path) -> None:
-    from fuzz.crash_store import save_finding
-    from workers.campaign_actors import crash_finding
+    from fuzz.store.bundle import save_finding
+    from workers.campaign.tasks import crash_finding
 
     config, store = _store(tmp_path)
     finding = crash_finding("hang", SEED, "", "pre-51113", "vllm")
@@ -188,15 +188,16 @@ def test_a_verifier_that_dies_twice_on_a_bundle_leaves_it_inconclusive(tmp_path:
 def test_a_new_crash_store_resumes_verification_and_filing_from_disk(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from fuzz.crash_store import save_finding
-    from workers.campaign_actors import CrashStoreActor, _update_verdict, crash_finding
+    from fuzz.store.bundle import save_finding, update_verdict
+    from workers.campaign.crash_store import CrashStoreActor
+    from workers.campaign.tasks import crash_finding
 
     config, _ = _store(tmp_path)
     config = replace(config, file_issues="owner/name", dry_run_issues=True)
     pending, confirmed = (crash_finding(kind, SEED, "", "pre-51113", "vllm") for kind in ("hang", "worker-crash"))
     for finding, state in ((pending, None), (confirmed, "confirmed")):
         save_finding(finding, config.crashes, None)
-        _update_verdict(config.crashes / finding.signature, kind="poisoned-slot", confirmed=state)
+        update_verdict(config.crashes / finding.signature, kind="poisoned-slot", confirmed=state)
 
     store = CrashStoreActor(config, time.time())
 

@@ -7,7 +7,7 @@ import json
 from conftest import seed_case
 
 from fuzz.cli import main
-from fuzz.scenario import load_scenario
+from fuzz.model.scenario import load_scenario
 
 
 def test_replay_exit_codes_and_table(capsys):

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fuzz.confirm import confirm_bundle
-from fuzz.crash_store import Finding, save_finding
-from fuzz.policies import resolve_policy
-from fuzz.replay import replay
-from fuzz.scenario import Scenario, load_scenario
-from fuzz.signature import signature
+from fuzz.model.policies import resolve_policy
+from fuzz.model.scenario import Scenario, load_scenario
+from fuzz.oracle.finding import Finding
+from fuzz.oracle.signature import signature
+from fuzz.store.bundle import save_finding
+from fuzz.triage.confirm import confirm_bundle
+from fuzz.triage.replay import replay
 
 CASE = Path(__file__).resolve().parent.parent / "corpus" / "regressions" / "pr51113-concurrent-prefills.json"
 # The engine refuses B=48 (the CPU attention backend needs a multiple of 32); b resumes from the

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.policies import resolve_policy
-from fuzz.replay import replay
-from fuzz.scenario import load_scenario
+from fuzz.model.policies import resolve_policy
+from fuzz.model.scenario import load_scenario
+from fuzz.triage.replay import replay
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 ENTRIES = sorted(CORPUS.glob("**/*.json"))
@@ -34,4 +34,4 @@ def test_corpus_has_the_pr51113_cases():
 def test_expectation(path, candidate, expected):
     scenario, _ = load_scenario(path)
     verdict = replay(scenario, resolve_policy(candidate), resolve_policy("vllm")).verdict
-    assert verdict.status == expected, verdict.kind
+    assert verdict.status == expected, verdict.summary

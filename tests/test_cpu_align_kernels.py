@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from workers import cpu_align_kernels
+from workers.engine import cpu_align_kernels
 
 BLOCK = 4  # mamba block size
 SPEC_BLOCKS = 2  # num_speculative_blocks = num_speculative_tokens

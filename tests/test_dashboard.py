@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -11,13 +10,13 @@ from pathlib import Path
 import pytest
 from bundle_fixtures import write_bundle
 
-from fuzz.dashboard import MAX_POINTS, add_dashboard_parser, nice_ticks, scan_crashes, time_ticks
-from fuzz.stats import (
+from fuzz.cli import main
+from fuzz.report.dashboard import MAX_POINTS, nice_ticks, scan_crashes, time_ticks
+from fuzz.store.stats import (
     StatsError,
     StatsReader,
     StatsRow,
     StatsWriter,
-    add_status_parser,
     format_table,
     latest_by_actor,
     read_stats,
@@ -45,11 +44,8 @@ def _campaign(path: Path, steps: int = 20) -> None:
             writer.write(StatsRow(T0 + 10 * i + 2, "verifier-0", verifier_queue=i % 3))
 
 
-def _cli(add, argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gdnfuzz")
-    add(parser.add_subparsers())
-    args = parser.parse_args(argv)
-    return args.func(args)
+def _cli(argv: list[str]) -> int:
+    return main(argv)
 
 
 def test_reader_skips_a_torn_last_line_until_it_is_complete(tmp_path):
@@ -91,7 +87,7 @@ def test_totals_sum_counters_and_take_the_max_of_shared_gauges(tmp_path):
 def test_status_prints_one_row_per_actor_and_totals(tmp_path, capsys):
     path = tmp_path / "stats.jsonl"
     _campaign(path)
-    assert _cli(add_status_parser, ["status", "--stats", str(path)]) == 0
+    assert _cli(["status", "--stats", str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["actor", "age", "execs", "exec/s", "coverage", "corpus", "findings", "queue"]
     assert [ln.split()[0] for ln in lines if not ln.startswith("-")][1:] == [
@@ -104,10 +100,10 @@ def test_status_prints_one_row_per_actor_and_totals(tmp_path, capsys):
 
 
 def test_status_errors_exit_2(tmp_path, capsys):
-    assert _cli(add_status_parser, ["status", "--stats", str(tmp_path / "none.jsonl")]) == 2
+    assert _cli(["status", "--stats", str(tmp_path / "none.jsonl")]) == 2
     assert "none.jsonl: no such file" in capsys.readouterr().err
     (tmp_path / "bad.jsonl").write_text("{}\n")
-    assert _cli(add_status_parser, ["status", "--stats", str(tmp_path / "bad.jsonl")]) == 2
+    assert _cli(["status", "--stats", str(tmp_path / "bad.jsonl")]) == 2
     assert "bad.jsonl:1: time: missing" in capsys.readouterr().err
 
 
@@ -129,7 +125,7 @@ def test_dashboard_has_svg_plots_and_a_row_per_signature(tmp_path, capsys):
     (write_bundle(crashes, "broken.sig") / "verdict.json").write_text('{"signature": "broken.sig"}')
     out = tmp_path / "site" / "index.html"
     assert (
-        _cli(add_dashboard_parser, ["dashboard", "--stats", str(stats), "--crashes", str(crashes), "--out", str(out)])
+        _cli(["dashboard", "--stats", str(stats), "--crashes", str(crashes), "--out", str(out)])
         == 0
     )
     page = out.read_text()
@@ -155,13 +151,11 @@ def test_dashboard_without_stats_still_lists_crashes(tmp_path, monkeypatch):
     out = tmp_path / "d.html"
     missing = tmp_path / "none.jsonl"
     assert (
-        _cli(
-            add_dashboard_parser,
-            ["dashboard", "--stats", str(missing), "--crashes", str(tmp_path / "crashes"), "--out", str(out)],
+        _cli(["dashboard", "--stats", str(missing), "--crashes", str(tmp_path / "crashes"), "--out", str(out)],
         )
         == 2
     )
-    assert _cli(add_dashboard_parser, ["dashboard", "--crashes", str(tmp_path / "crashes"), "--out", str(out)]) == 0
+    assert _cli(["dashboard", "--crashes", str(tmp_path / "crashes"), "--out", str(out)]) == 0
     page = out.read_text()
     assert page.count("no data yet") == 4 and 'data-signature="poisoned-slot.eagle.3f9a"' in page
 
@@ -173,7 +167,7 @@ def test_long_campaigns_are_thinned(tmp_path):
             writer.write(StatsRow(T0 + i, "fuzzer-0", execs=i, exec_per_s=1.0, coverage=i))
     out = tmp_path / "d.html"
     assert (
-        _cli(add_dashboard_parser, ["dashboard", "--stats", str(stats), "--crashes", str(tmp_path), "--out", str(out)])
+        _cli(["dashboard", "--stats", str(stats), "--crashes", str(tmp_path), "--out", str(out)])
         == 0
     )
     polylines = re.findall(r'points="([^"]*)"', out.read_text())

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.policies import resolve_policy
-from fuzz.scenario import Scenario, load_scenario
-from workers.engine import OUTPUT_TOLERANCE, EngineExecutor, canary_caught, output_divergence
-from workers.engine_session import CANARY_OFFSET, STATE_TOLERANCE
+from fuzz.model.policies import resolve_policy
+from fuzz.model.scenario import Scenario, load_scenario
+from workers.engine.executor import OUTPUT_TOLERANCE, EngineExecutor, canary_caught, output_divergence
+from workers.engine.session import CANARY_OFFSET, STATE_TOLERANCE
 
 # Request a fills a 1610-token prompt in chunks of 364 then the rest; b shares its first 1610
 # tokens, arrives after a finished, and resumes from the slot hashed as state@1600 with 15 tokens
@@ -92,7 +92,7 @@ def test_poison_verdicts(engine):
 
 
 def test_mtp_runs_in_align_mode_on_cpu(engine):
-    """MTP + align on the CPU engine (workers.cpu_align_kernels), on the production trigger: the
+    """MTP + align on the CPU engine (workers.engine.cpu_align_kernels), on the production trigger: the
     pre-PR-51113 split poisons the slot at 1600 with state@364, vLLM's does not, and the canary is
     caught in that configuration."""
     scenario = load_scenario(REGRESSIONS / "pr51113-concurrent-prefills.json")[0]
@@ -152,11 +152,11 @@ def test_engine_crash_is_a_fault_and_the_engine_is_rebuilt(engine, tmp_path):
 
 
 def test_confirm_records_a_sim_finding_as_confirmed(engine, sim, tmp_path):
-    from fuzz.confirm import confirm_bundle
-    from fuzz.crash_store import Finding, save_finding
-    from fuzz.issue_filing import load_bundle
-    from fuzz.oracle import judge
-    from fuzz.signature import signature
+    from fuzz.oracle.finding import Finding
+    from fuzz.oracle.judge import judge
+    from fuzz.oracle.signature import signature
+    from fuzz.store.bundle import load_bundle, save_finding
+    from fuzz.triage.confirm import confirm_bundle
 
     naive, vllm = resolve_policy("naive"), resolve_policy("vllm")
     run = sim.run(FRAGMENTED, naive)

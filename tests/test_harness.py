@@ -11,7 +11,7 @@ from pathlib import Path
 
 from conftest import ROOT, seed_case
 
-from fuzz.issue_filing import load_bundle
+from fuzz.store.bundle import load_bundle
 
 COV = re.compile(r"#\d+\s+(INITED|DONE)\s+cov: (\d+)")
 
@@ -24,7 +24,7 @@ def _env(tmp: Path, candidate: str) -> dict[str, str]:
 def test_coverage_of_vllm_grows(tmp_path):
     queue = tmp_path / "queue"
     queue.mkdir()
-    out = subprocess.run([sys.executable, "-m", "fuzz.harness", "-runs=80", "-seed=5", "-max_len=16384", str(queue)],
+    out = subprocess.run([sys.executable, "-m", "fuzz.search.harness", "-runs=80", "-seed=5", "-max_len=16384", str(queue)],
                          env=_env(tmp_path, "vllm"), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     cov = dict(COV.findall(out.stderr))
@@ -32,7 +32,7 @@ def test_coverage_of_vllm_grows(tmp_path):
     assert not (tmp_path / "crashes").exists() or not any((tmp_path / "crashes").iterdir())
 
 
-def test_run_saves_a_minimised_bundle_and_regression(tmp_path):
+def test_run_saves_a_minimized_bundle_and_regression(tmp_path):
     corpus = tmp_path / "corpus"
     (corpus / "seeds").mkdir(parents=True)
     shutil.copy(seed_case(), corpus / "seeds")

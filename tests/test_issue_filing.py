@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import threading
@@ -15,15 +14,10 @@ from typing import Any
 import pytest
 from bundle_fixtures import write_bundle
 
-from fuzz.issue_filing import (
-    BundleError,
-    add_file_issue_parser,
-    file_issue,
-    issue_title,
-    load_bundle,
-    regression_snippet,
-    title_names,
-)
+from fuzz.cli import main
+from fuzz.report.github import file_issue
+from fuzz.report.issue import issue_title, regression_snippet, title_names
+from fuzz.store.bundle import BundleError, load_bundle
 
 TOKEN = "ghp_testtoken0123456789abcdefSECRET"
 SIG = "poisoned-slot.eagle.unaligned-resume.3f9a"
@@ -132,10 +126,7 @@ def server() -> Iterator[FakeGitHub]:
 
 
 def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="gdnfuzz")
-    add_file_issue_parser(parser.add_subparsers())
-    args = parser.parse_args(argv)
-    return args.func(args)
+    return main(argv)
 
 
 def _all_text(root: Path) -> str:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from fuzz.result import Chunk, RequestOutcome, RunResult, StepRecord
-from fuzz.scenario import Scenario
+from fuzz.model.result import Chunk, RequestOutcome, RunResult, StepRecord
+from fuzz.model.scenario import Scenario
 from workers.kernels.executor import KernelExecutor, _split_copies
 from workers.kernels.schedule import ScheduleEntry, read_schedule, request_tokens, write_schedule
 

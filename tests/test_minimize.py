@@ -1,13 +1,14 @@
-"""The minimiser keeps its predicate, only ever gets simpler, and shrinks the PR #51113 seeds to one request."""
+"""The minimizer keeps its predicate, only ever gets simpler, and shrinks the PR #51113 seeds to one request."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import CORPUS
 
-from fuzz.minimize import minimize, prompt_lengths, same_signature, signature_of, simplicity_key
-from fuzz.policies import resolve_policy
-from fuzz.scenario import EngineKnobs, Request, Scenario, canonical_json, load_scenario
+from fuzz.model.policies import resolve_policy
+from fuzz.model.scenario import EngineKnobs, Request, Scenario, canonical_json, load_scenario, prompt_lengths
+from fuzz.reduce.minimize import minimize, same_signature, signature_of
+from fuzz.reduce.simplicity import simplicity_key
 
 SEEDS = ["pr51113-fragmented-first-chunk", "pr51113-concurrent-prefills"]
 
@@ -68,7 +69,7 @@ def test_simplicity_key_orders_the_documented_preferences():
 
 
 @pytest.mark.parametrize("name", SEEDS)
-def test_seed_case_minimises_to_one_request_with_its_signature(name):
+def test_seed_case_minimizes_to_one_request_with_its_signature(name):
     scenario, _ = load_scenario(CORPUS / "regressions" / f"{name}.json")
     candidate, reference = resolve_policy("pre-51113"), resolve_policy("vllm")
     target = signature_of(scenario, candidate, reference)

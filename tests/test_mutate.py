@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from fuzz.generate import random_scenario
-from fuzz.mutate import MUTATIONS, crossover, decode, encode, mutate_scenario
-from fuzz.scenario import Scenario
+from fuzz.model.scenario import Scenario
+from fuzz.search.generate import random_scenario
+from fuzz.search.mutate import MUTATIONS, crossover, decode, encode, mutate_scenario
 
 
 def test_every_mutation_keeps_scenarios_valid():

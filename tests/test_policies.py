@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.policies import BUILTINS, PolicyError, resolve_policy
+from fuzz.model.policies import BUILTINS, PolicyError, resolve_policy
 
 
 def test_builtins_resolve():
@@ -16,7 +16,7 @@ def test_builtins_resolve():
 
 
 def test_module_attr():
-    assert resolve_policy("fuzz.policies:_naive_split").split(None, None, 7) == 7
+    assert resolve_policy("fuzz.model.policies:_naive_split").split(None, None, 7) == 7
 
 
 def test_file_attr_and_bad_signature(tmp_path):

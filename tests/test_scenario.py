@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from fuzz.scenario import Scenario, ScenarioError, canonical_json, load_scenario, own_prompt_tokens
+from fuzz.model.scenario import Scenario, ScenarioError, canonical_json, load_scenario, own_prompt_tokens
 
 BASE = {
     "gdnfuzz_scenario": 1,

@@ -6,10 +6,10 @@ import random
 
 from conftest import seed_case
 
-from fuzz.generate import random_scenario
-from fuzz.oracle import judge
-from fuzz.policies import Policy, resolve_policy
-from fuzz.scenario import load_scenario
+from fuzz.model.policies import Policy, resolve_policy
+from fuzz.model.scenario import load_scenario
+from fuzz.oracle.judge import judge
+from fuzz.search.generate import random_scenario
 
 VLLM, PRE, NAIVE = (resolve_policy(p) for p in ("vllm", "pre-51113", "naive"))
 
@@ -21,7 +21,7 @@ def test_seed_bug_names_the_poisoned_slot(sim):
     assert (slot.claimed_tokens, slot.held_tokens, slot.column) == (1600, 364, 0)
     verdict = judge(pre, sim.run(scenario, VLLM), sim.truth(scenario))
     assert verdict.status == "diverged"
-    assert verdict.kind == "slot hashed as state@1600 holds state@364"
+    assert verdict.summary == "slot hashed as state@1600 holds state@364"
     divergence = next(f for f in verdict.findings if f.kind == "output-divergence")
     assert divergence.side == "candidate" and divergence.request_id == "follower"
 

@@ -19,17 +19,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fuzz import exit_codes
-from fuzz.scenario import ScenarioError
-from workers.kernels.backends import BackendUnavailable, backend_status, get_backend
+from fuzz.errors import ExitCode, exit_code_of
+from workers.kernels.backends import backend_status, get_backend
 from workers.kernels.conformance import check_conformance, decode_case
 from workers.kernels.executor import KernelExecutor, KernelReport
 from workers.kernels.schedule import ScheduleEntry, read_schedule, write_schedule
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
-    from fuzz.policies import resolve_policy  # noqa: PLC0415 - vLLM only here
-    from fuzz.scenario import load_scenario  # noqa: PLC0415
+    from fuzz.model.policies import resolve_policy  # noqa: PLC0415 - vLLM only here
+    from fuzz.model.scenario import load_scenario  # noqa: PLC0415
     from workers.kernels.executor import simulate  # noqa: PLC0415
 
     policies = [resolve_policy(p) for p in args.policies.split(",")]
@@ -42,7 +41,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
             entries.append(entry)
     write_schedule(args.out, entries)
     print(f"wrote {len(entries)} sim runs to {args.out}")
-    return exit_codes.CLEAN
+    return ExitCode.CLEAN
 
 
 def sim_bad_resumes(entry: ScheduleEntry) -> set[str]:
@@ -101,8 +100,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / f"kernel_replay_{executor.backend.name}.json").write_text(json.dumps(rows, indent=1) + "\n")
     if not all(r["agrees_with_sim"] for r in rows) and not args.canary:
-        return exit_codes.TIERS_DISAGREE
-    return exit_codes.DIVERGED if any(r["status"] == "diverged" for r in rows) else exit_codes.CLEAN
+        return ExitCode.TIERS_DISAGREE
+    return ExitCode.DIVERGED if any(r["status"] == "diverged" for r in rows) else ExitCode.CLEAN
 
 
 def cmd_conformance(args: argparse.Namespace) -> int:
@@ -117,13 +116,13 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     print(f"conformance of {backend.name} over {args.cases} cases (tolerance {backend.tolerance:g}): {failed} failed")
     for check, err in worst.items():
         print(f"  {check:<22} worst {err:.3g}")
-    return exit_codes.DIVERGED if failed else exit_codes.CLEAN
+    return ExitCode.DIVERGED if failed else ExitCode.CLEAN
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
     for name, reason in backend_status().items():
         print(f"{name:<9} {'available' if reason is None else 'unavailable: ' + reason}")
-    return exit_codes.CLEAN
+    return ExitCode.CLEAN
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -152,11 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args))
-    except (ScenarioError, BackendUnavailable) as exc:
-        print(f"workers.kernels: {exc}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+    return exit_code_of(lambda: args.func(args), "workers.kernels")
 
 
 if __name__ == "__main__":

@@ -28,11 +28,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from fuzz.errors import InputError
+
 CHUNK = 64
 L2_EPS = 1e-6
 
 
-class BackendUnavailable(RuntimeError):
+class BackendUnavailable(InputError):
     """The backend cannot run here; the message says why in one line."""
 
 

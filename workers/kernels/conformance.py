@@ -18,8 +18,9 @@ from functools import lru_cache
 
 import torch
 
+from fuzz.model.scenario import VOCAB_SIZE
 from workers.kernels.backends import Backend, TorchBackend, get_backend
-from workers.kernels.layer import DEFAULT_SHAPE, VOCAB_SIZE, LayerShape, SeededLayer
+from workers.kernels.layer import DEFAULT_SHAPE, LayerShape, SeededLayer
 
 MAX_FUZZ_LENGTH = 200
 LAYER_SEEDS = 4  # fuzzed cases draw one of this many layers (each holds an 8 MB embedding table)

@@ -26,10 +26,11 @@ from typing import Any
 
 import torch
 
-from fuzz.result import OK, UNSUPPORTED, Chunk, Fault, RequestOutcome, RunResult
-from fuzz.scenario import Scenario
+from fuzz.model.result import Chunk, Fault, RequestOutcome, RunResult, RunStatus
+from fuzz.model.scenario import VOCAB_SIZE, Scenario
+from fuzz.tiers import BaseExecutor
 from workers.kernels.backends import Backend, get_backend
-from workers.kernels.layer import DEFAULT_SHAPE, VOCAB_SIZE, LayerShape, SeededLayer
+from workers.kernels.layer import DEFAULT_SHAPE, LayerShape, SeededLayer
 from workers.kernels.schedule import ScheduleEntry, request_tokens
 
 TIER = "kernels"
@@ -159,7 +160,7 @@ class SlotTable:
         self.write(dst, *self.read(src))
 
 
-class KernelExecutor:
+class KernelExecutor(BaseExecutor):
     """``run(scenario, policy) -> RunResult`` on real GDN kernels, from the sim tier's schedule.
 
     ``schedules``: precomputed entries (a schedule file) looked up by scenario id and
@@ -216,7 +217,7 @@ class KernelExecutor:
         entry = self.schedules.get(key) or self._recent.get(key)
         if entry is None:
             if policy is None:
-                from fuzz.policies import resolve_policy  # noqa: PLC0415 - only where schedules are made
+                from fuzz.model.policies import resolve_policy  # noqa: PLC0415 - only where schedules are made
 
                 policy = resolve_policy(name)
             entry = self._recent[key] = simulate(scenario, policy)
@@ -231,7 +232,7 @@ class KernelExecutor:
     def replay(self, entry: ScheduleEntry, canary_shift: int | None = None) -> KernelReport:
         report = KernelReport(self.backend.name, self.backend.tolerance)
         sim = entry.result
-        if sim.status != OK:
+        if sim.status != RunStatus.OK:
             report.unsupported = f"sim tier status {sim.status!r}: {'; '.join(sim.notes)}"
             return report
         slots = SlotTable(self.shape, self.device)
@@ -376,7 +377,7 @@ class KernelExecutor:
             outcome.resume_state, outcome.resume_state_ok = None, None
         result.notes.append(f"backend {report.backend}, tolerance {report.tolerance:g}")
         if report.unsupported:
-            result.status = UNSUPPORTED
+            result.status = RunStatus.UNSUPPORTED
             result.notes.append(report.unsupported)
             return result
         for rid, d in sorted(report.requests.items()):
@@ -398,7 +399,7 @@ class KernelExecutor:
 
 def simulate(scenario, policy) -> ScheduleEntry:
     """The sim tier's run of ``scenario`` under ``policy`` (imports vLLM), as a schedule entry."""
-    from workers.sim import SimExecutor  # noqa: PLC0415 - vLLM only where a schedule must be made
+    from workers.sim.executor import SimExecutor  # noqa: PLC0415 - vLLM only where a schedule must be made
 
     result = SimExecutor().run(scenario, policy)
     return ScheduleEntry(scenario, result, request_tokens(scenario, result))

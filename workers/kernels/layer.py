@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-VOCAB_SIZE = 32_000
+from fuzz.model.scenario import VOCAB_SIZE
 
 
 @dataclass(frozen=True)

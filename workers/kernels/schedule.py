@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzz.result import RunResult
-from fuzz.scenario import Scenario, ScenarioError, own_prompt_tokens, read_json
+from fuzz.model.result import RunResult
+from fuzz.model.scenario import Scenario, ScenarioError, prompt_tokens, read_json
 
 FORMAT_KEY = "gdnfuzz_kernel_schedule"
 FORMAT_VERSION = 1
@@ -47,13 +47,9 @@ def request_tokens(scenario: Scenario, result: RunResult) -> dict[str, list[int]
 
     Outputs are the token ids the run reports in ``result.requests[rid].output_tokens``.
     """
-    full: dict[str, list[int]] = {}
-    for request in scenario.requests:  # parents come first: the scenario validates that
-        prefix = full[request.continues] if request.continues else []
-        prompt = prefix + own_prompt_tokens(scenario, request)
-        outcome = result.requests.get(request.id)
-        full[request.id] = prompt + (list(outcome.output_tokens) if outcome else [])
-    return full
+    said = {r.id: list(result.requests[r.id].output_tokens) if r.id in result.requests else []
+            for r in scenario.requests}
+    return {r.id: prompt_tokens(scenario, r, said) + said[r.id] for r in scenario.requests}
 
 
 def write_schedule(path: str | Path, entries: list[ScheduleEntry]) -> None:

@@ -1,0 +1,30 @@
+"""``gdnfuzz dashboard --out FILE.html``: the campaign's static HTML page (plots and findings)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from fuzz.errors import ExitCode
+from fuzz.report.dashboard import write_dashboard
+from fuzz.store.stats import default_stats_path
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Exit 0; 2 on a corrupt stats file or a ``--stats`` file that does not exist."""
+    stats = args.stats or (default_stats_path() if Path(default_stats_path()).exists() else None)
+    print(f"wrote {write_dashboard(stats, args.crashes, args.out)}")
+    return ExitCode.CLEAN
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser("dashboard", help="write a static HTML page with the campaign's plots and findings")
+    parser.add_argument(
+        "--stats", default=None, help="stats file (default $GDNFUZZ_STATS or stats.jsonl, skipped while absent)"
+    )
+    parser.add_argument("--crashes", default=os.environ.get("GDNFUZZ_CRASHES", "crashes"),
+                        help="crash store ($GDNFUZZ_CRASHES, default crashes)")
+    parser.add_argument("--out", required=True, help="the HTML file to write")
+    parser.set_defaults(func=cmd_dashboard)

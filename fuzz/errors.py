@@ -1,0 +1,70 @@
+"""Exit codes and the one error root every gdnfuzz error derives from.
+
+Invariant: each exception a user can meet is a :class:`GdnfuzzError` whose ``exit_code`` is what the
+command exits with, and whose message is one line that names the file and field at fault when there
+is one. The CLI (``fuzz.cli.main``) is the only place that turns an error into an exit code; no other
+module returns or exits with a bare number.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from enum import IntEnum
+from pathlib import Path
+
+
+class ExitCode(IntEnum):
+    """What every subcommand exits with."""
+
+    CLEAN = 0  # nothing diverged
+    DIVERGED = 1  # a divergence, or a saved finding
+    BAD_INPUT = 2  # a malformed file, unknown policy, config vLLM rejects: one line on stderr
+    TIERS_DISAGREE = 3  # replay --tier both: sim and engine disagree on a scenario
+    INTERRUPTED = 130  # ^C
+
+
+class GdnfuzzError(Exception):
+    """The root: an error with the exit code it stands for."""
+
+    exit_code: ExitCode = ExitCode.DIVERGED
+
+
+class InputError(GdnfuzzError, ValueError):
+    """Bad input the user must fix (a file, a flag, a policy): exit 2."""
+
+    exit_code = ExitCode.BAD_INPUT
+
+
+class FieldError(InputError):
+    """A file whose field is at fault: ``file: field: message``."""
+
+    def __init__(self, field_path: str, message: str, file: str | Path | None = None):
+        self.field_path = field_path
+        self.message = message
+        self.file = None if file is None else str(file)
+        where = f"{file}: " if file is not None else ""
+        super().__init__(f"{where}{field_path}: {message}")
+
+
+class ConfigRejected(InputError):
+    """vLLM itself refuses this combination of engine knobs (on every tier): the input is invalid.
+
+    Distinct from a tier that cannot run a valid configuration, which is a run whose status is
+    ``unsupported`` (``fuzz.model.result.Status.UNSUPPORTED``) with the reason in its notes.
+    """
+
+
+class ToolError(GdnfuzzError):
+    """Something outside the input failed (an API call, a merge, a subprocess): exit 1."""
+
+
+def exit_code_of(command: Callable[[], int], prog: str) -> int:
+    """Run a command line's handler and return its exit code; an error is one line on stderr."""
+    try:
+        return int(command())
+    except GdnfuzzError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        return int(ExitCode.INTERRUPTED)

@@ -1,0 +1,1 @@
+"""What a test input and its results are: scenarios, run results and verdict statuses, split policies."""

@@ -1,0 +1,253 @@
+"""Split policies: candidates and references for ``Scheduler._mamba_block_aligned_split``.
+
+A policy is a plain function with that method's signature::
+
+    split(self, request, num_new_tokens,
+          num_new_local_computed_tokens=0, num_external_computed_tokens=0) -> int
+
+where ``self`` is the real vLLM ``Scheduler``. It returns how many of the
+``num_new_tokens`` offered tokens to schedule this step (0 defers the request).
+
+Sources (``resolve_policy``):
+- built-in names (``gdnfuzz policies`` lists them);
+- ``module:attr`` (importable module);
+- ``path/to/file.py:attr``;
+- a vLLM source checkout directory: its ``vllm/v1/core/sched/scheduler.py`` is
+  parsed and ``Scheduler._mamba_block_aligned_split`` is compiled against the
+  installed scheduler module's globals, so a PR branch's split runs on the
+  installed scheduler without installing the branch.
+
+Every failure to resolve raises :class:`PolicyError` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import dis
+import importlib
+import importlib.util
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fuzz.errors import InputError
+
+SplitFn = Callable[..., int]
+SIGNATURE = (
+    "_mamba_block_aligned_split(self, request, num_new_tokens, "
+    "num_new_local_computed_tokens=0, num_external_computed_tokens=0) -> int"
+)
+CHECKOUT_SCHEDULER = Path("vllm/v1/core/sched/scheduler.py")
+
+
+class PolicyError(InputError):
+    """A policy that cannot be used, with the reason in one line."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A named split function. ``spec`` is what the user typed (kept for replay commands)."""
+
+    name: str
+    spec: str
+    split: SplitFn
+    description: str = ""
+
+
+# ---------------------------------------------------------------- built-ins
+
+
+def _installed_split() -> SplitFn:
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    return Scheduler.__dict__["_mamba_block_aligned_split"]
+
+
+def _vllm_split(self: Any, request: Any, num_new_tokens: int,
+                num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
+    return _installed_split()(self, request, num_new_tokens,
+                              num_new_local_computed_tokens, num_external_computed_tokens)
+
+
+def _pre_51113_split(self: Any, request: Any, num_new_tokens: int,
+                     num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
+    """The split before vLLM PR #51113 (DOMAIN.md section 3), on the installed attributes.
+
+    Alignment is gated on ``last_cache_position`` (pulled back one block under
+    EAGLE/MTP) instead of the prefill end, so past that position any chunk end
+    is accepted, and it never defers a request.
+    """
+    from vllm.v1.core.sched.scheduler import get_mamba_prefill_checkpoint_position
+
+    start = request.num_computed_tokens + num_new_local_computed_tokens + num_external_computed_tokens
+    if start >= max(request.num_prompt_tokens, request.num_tokens - 1):
+        return num_new_tokens
+    block = self.cache_config.block_size
+    last_cache_position = get_mamba_prefill_checkpoint_position(
+        request.num_tokens, block, self.use_eagle_block_drop
+    )
+    end = start + num_new_tokens
+    # (a) round the end down to a boundary only below last_cache_position
+    if end < last_cache_position and end // block * block > start:
+        end = end // block * block
+    # (b) a mid-block start stops at the next boundary only if it is <= last_cache_position
+    next_boundary = (start // block + 1) * block
+    if start % block and next_boundary <= last_cache_position and next_boundary < end:
+        end = next_boundary
+    # (c) never run past last_cache_position inside a chunk
+    if start < last_cache_position < end:
+        end = last_cache_position
+    return end - start
+
+
+def _naive_split(self: Any, request: Any, num_new_tokens: int,
+                 num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
+    """Never aligns: every chunk takes all it is offered."""
+    return num_new_tokens
+
+
+BUILTINS: dict[str, tuple[SplitFn, str]] = {
+    "vllm": (_vllm_split, "the installed vLLM's own Scheduler._mamba_block_aligned_split (default reference)"),
+    "pre-51113": (_pre_51113_split, "the gate before vLLM PR #51113: aligns only below last_cache_position"),
+    "naive": (_naive_split, "never aligns a chunk end (a canary policy: poisons any unaligned split)"),
+}
+
+
+# ---------------------------------------------------------------- installation
+
+ContractViolation = Callable[[Any, str], None]  # (vLLM request, one-line detail)
+
+
+def contract_checked(split: SplitFn, on_violation: ContractViolation) -> SplitFn:
+    """``split`` as every tier installs it on vLLM's Scheduler, with the split's contract enforced.
+
+    Invariant: the scheduler only ever sees an ``int`` in ``[0, num_new_tokens]``. Anything else the
+    policy returns is reported through ``on_violation(request, detail)`` (a ``contract`` fault of the
+    run) and clamped into that range, so one bad answer is a finding, never a crash inside vLLM.
+    """
+
+    def checked(self: Any, request: Any, num_new_tokens: int,
+                num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
+        got = split(self, request, num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens)
+        if isinstance(got, bool) or not isinstance(got, int) or not 0 <= got <= num_new_tokens:
+            on_violation(request, f"split returned {got!r} when offered {num_new_tokens} tokens")
+            got = max(0, min(int(got) if isinstance(got, int | float) else 0, num_new_tokens))
+        return got
+
+    return checked
+
+
+# ---------------------------------------------------------------- resolution
+
+
+def check_signature(fn: Any, origin: str) -> SplitFn:
+    """Raise PolicyError unless ``fn`` can be called the way the scheduler calls the split."""
+    if not callable(fn):
+        raise PolicyError(f"policy {origin}: {type(fn).__name__} is not callable")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise PolicyError(f"policy {origin}: cannot read its signature ({exc})") from None
+    try:
+        sig.bind(None, None, 0)
+        sig.bind(None, None, 0, 0, 0)
+    except TypeError:
+        raise PolicyError(f"policy {origin}: signature {sig} does not fit {SIGNATURE}") from None
+    return fn
+
+
+def _from_module(module_name: str, attr: str, spec: str) -> SplitFn:
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # an import error of any kind is the user's to see, in one line
+        raise PolicyError(f"policy {spec}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
+    return _attr(module, attr, spec)
+
+
+def _attr(owner: Any, dotted: str, spec: str) -> SplitFn:
+    obj = owner
+    for part in dotted.split("."):
+        if not hasattr(obj, part):
+            raise PolicyError(f"policy {spec}: no attribute {dotted!r}")
+        obj = getattr(obj, part)
+    obj = obj.__func__ if inspect.ismethod(obj) else obj
+    return check_signature(obj, spec)
+
+
+def _from_file(path: Path, attr: str, spec: str) -> SplitFn:
+    if not path.is_file():
+        raise PolicyError(f"policy {spec}: no such file {path}")
+    module_spec = importlib.util.spec_from_file_location(f"gdnfuzz_policy_{abs(hash(str(path.resolve())))}", path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:
+        raise PolicyError(f"policy {spec}: {path} failed to load ({type(exc).__name__}: {exc})") from None
+    return _attr(module, attr, spec)
+
+
+def _from_checkout(root: Path, spec: str) -> SplitFn:
+    """Compile a checkout's split against the installed scheduler module's globals."""
+    source_file = root / CHECKOUT_SCHEDULER
+    if not source_file.is_file():
+        raise PolicyError(f"policy {spec}: {root} is not a vLLM checkout (no {CHECKOUT_SCHEDULER})")
+    try:
+        tree = ast.parse(source_file.read_text(), filename=str(source_file))
+    except SyntaxError as exc:
+        raise PolicyError(f"policy {spec}: {source_file}:{exc.lineno}: syntax error") from None
+    method = next(
+        (
+            node
+            for cls in tree.body
+            if isinstance(cls, ast.ClassDef) and cls.name == "Scheduler"
+            for node in cls.body
+            if isinstance(node, ast.FunctionDef) and node.name == "_mamba_block_aligned_split"
+        ),
+        None,
+    )
+    if method is None:
+        raise PolicyError(f"policy {spec}: {source_file} has no Scheduler._mamba_block_aligned_split")
+    import vllm.v1.core.sched.scheduler as installed
+
+    namespace = dict(vars(installed))
+    code = compile(ast.Module(body=[method], type_ignores=[]), str(source_file), "exec")
+    exec(code, namespace)
+    fn = namespace["_mamba_block_aligned_split"]
+    missing = sorted(
+        name for name in _global_names(fn.__code__) if name not in namespace and not hasattr(builtins, name)
+    )
+    if missing:
+        raise PolicyError(
+            f"policy {spec}: the checkout's split uses {', '.join(missing)}, which the installed vLLM lacks"
+        )
+    return check_signature(fn, spec)
+
+
+def _global_names(code: Any) -> set[str]:
+    """Names the code looks up as globals (attribute names are not lookups)."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            names |= _global_names(const)
+    return names
+
+
+def resolve_policy(spec: str) -> Policy:
+    """Turn what the user typed into a Policy (see the module docstring for the forms)."""
+    if spec in BUILTINS:
+        fn, description = BUILTINS[spec]
+        return Policy(spec, spec, fn, description)
+    path = Path(spec)
+    if path.is_dir():
+        return Policy(f"checkout:{path.name}", spec, _from_checkout(path, spec), f"split from {path}")
+    if ":" in spec:
+        target, attr = spec.rsplit(":", 1)
+        fn = _from_file(Path(target), attr, spec) if target.endswith(".py") else _from_module(target, attr, spec)
+        return Policy(spec, spec, fn, f"{attr} from {target}")
+    raise PolicyError(
+        f"unknown policy {spec!r}: use one of {', '.join(BUILTINS)}, module:attr, file.py:attr, or a vLLM checkout"
+    )

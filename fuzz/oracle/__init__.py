@@ -1,0 +1,1 @@
+"""Judging runs: the verdict (candidate against reference and truth), findings and their signatures."""

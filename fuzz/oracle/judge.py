@@ -1,0 +1,167 @@
+"""The oracle: judge a candidate run against a reference run and the truth.
+
+Four checks, each a Divergence kind of its own:
+(a) poison audit: a Mamba block hashed into the prefix cache holds a state other
+    than the one its hash claims (``poisoned-slot``), on either side;
+(b) differential: a request resumed from a state that is not exactly its
+    prefix (``bad-resume``), or whose output tokens differ between candidate and
+    reference on the same prompt (``output-divergence``);
+(c) truth: the side whose outputs differ from the exact computation of the
+    prompt it saw (the sim tier carries it per request; other tiers use the
+    no-prefix-caching truth run) is the wrong one, and a side that is wrong
+    even where both agree is a ``truth-divergence`` (without a truth the side is
+    ``unknown``);
+(d) contracts and liveness: ``contract``, ``liveness``, ``exception``,
+    ``engine-crash``, ``hang`` faults recorded by the executor.
+
+Invariant: ``Verdict.status`` is ``clean`` only if no finding exists on either
+side and both runs completed; a run the tier could not do is ``unsupported``,
+never ``clean``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from fuzz.model.result import RequestOutcome, RunResult, RunStatus, VerdictStatus, exact_outputs_differ
+
+
+@dataclass
+class Divergence:
+    kind: str
+    side: str  # candidate | reference | both | unknown
+    summary: str
+    request_id: str | None = None
+    step: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Verdict:
+    status: VerdictStatus
+    findings: list[Divergence] = field(default_factory=list)
+    resumed: int = 0  # requests that started from a cache hit in the candidate run
+    poisoned: int = 0  # poisoned slots in the candidate run
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def first(self) -> Divergence | None:
+        """The finding at the earliest step (poison before its consequences at equal steps)."""
+        order = {"poisoned-slot": 0, "bad-resume": 1}
+        return min(
+            self.findings,
+            key=lambda f: (f.step if f.step is not None else 1 << 30, order.get(f.kind, 2)),
+            default=None,
+        )
+
+    @property
+    def summary(self) -> str:
+        """The first divergence's one-line summary ("" when clean)."""
+        first = self.first
+        return first.summary if first else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        first = self.first
+        data["first"] = asdict(first) if first else None
+        return data
+
+
+def _wrong_side(candidate_ok: bool, reference_ok: bool) -> str:
+    if not candidate_ok and not reference_ok:
+        return "both"
+    if not candidate_ok:
+        return "candidate"
+    if not reference_ok:
+        return "reference"
+    return "unknown"
+
+
+def _side_findings(run: RunResult, side: str) -> list[Divergence]:
+    found = [
+        Divergence("poisoned-slot", side, p.describe(), p.request_id, p.step,
+                {"block_id": p.block_id, "column": p.column, "claimed_tokens": p.claimed_tokens,
+                 "held_tokens": p.held_tokens})
+        for p in run.poisoned
+    ]
+    found += [Divergence(f.kind, side, f"{f.kind}: {f.detail.splitlines()[0] if f.detail else ''}",
+                      f.request_id, f.step, {"detail": f.detail}) for f in run.faults]
+    for rid, o in run.requests.items():
+        if o.resumed and o.resume_state_ok is False:
+            found.append(Divergence("bad-resume", side,
+                                 f"request resumed at {o.hit_tokens} tokens from a state that is not its prefix",
+                                 rid, o.first_step, {"hit_tokens": o.hit_tokens}))
+    return found
+
+
+OutputsDiffer = Callable[[RequestOutcome, RequestOutcome], bool]
+
+
+def self_consistent(run: RunResult) -> bool:
+    """True when one run alone shows nothing: no poisoned slot, no fault, no bad resume, and every
+    request computed exactly what its own prompt gives (needs per-request ``expected_tokens``).
+
+    Such a run cannot be the wrong side of any verdict, so a fuzzer may skip the reference."""
+    if run.poisoned or run.faults or run.status != RunStatus.OK:
+        return False
+    return all(
+        o.expected_tokens is not None and o.resume_state_ok is not False and _matches_truth(o, None, exact_outputs_differ)
+        for o in run.requests.values()
+    )
+
+
+def judge(candidate: RunResult, reference: RunResult, truth: RunResult | None = None,
+          outputs_differ: OutputsDiffer | None = None) -> Verdict:
+    """A Verdict on what resumed-from-cache requests computed under candidate vs reference.
+
+    ``outputs_differ`` compares two requests' outputs; the default is exact
+    tokens (the sim tier's symbolic model has no noise).
+    """
+    differ = outputs_differ or exact_outputs_differ
+    if RunStatus.UNSUPPORTED in (candidate.status, reference.status):
+        return Verdict(VerdictStatus.UNSUPPORTED, notes=candidate.notes + reference.notes)
+    findings = _side_findings(candidate, "candidate") + _side_findings(reference, "reference")
+    for rid, c in candidate.requests.items():
+        r = reference.requests.get(rid)
+        if r is None:
+            continue
+        c_ok, r_ok = _matches_truth(c, truth, differ), _matches_truth(r, truth, differ)
+        if _same_prompt(c, r) and differ(c, r):
+            at = next((i for i, (a, b) in enumerate(zip(c.output_tokens, r.output_tokens, strict=False)) if a != b),
+                      min(len(c.output_tokens), len(r.output_tokens)))
+            side = "unknown" if None in (c_ok, r_ok) else _wrong_side(bool(c_ok), bool(r_ok))
+            findings.append(Divergence(
+                "output-divergence", side,
+                f"request {rid} output differs from token {at} (resumed at {c.hit_tokens} vs {r.hit_tokens} tokens)",
+                rid, c.finish_step, {"first_token": at, "candidate_hit": c.hit_tokens, "reference_hit": r.hit_tokens}))
+        elif c_ok is False or r_ok is False:
+            side = _wrong_side(c_ok is not False, r_ok is not False)
+            findings.append(Divergence(
+                "truth-divergence", side,
+                f"request {rid} output differs from the exact computation of its own prompt", rid,
+                (c if c_ok is False else r).finish_step))
+    return Verdict(
+        status=VerdictStatus.DIVERGED if findings else VerdictStatus.CLEAN,
+        findings=findings,
+        resumed=sum(1 for o in candidate.requests.values() if o.resumed),
+        poisoned=len(candidate.poisoned),
+        notes=candidate.notes,
+    )
+
+
+def _same_prompt(c: RequestOutcome, r: RequestOutcome) -> bool:
+    """Comparable runs of a request saw the same prompt (a multi-turn follow-up of an aborted
+    parent sees whatever the parent had produced by then)."""
+    return c.prompt_digest is None or r.prompt_digest is None or c.prompt_digest == r.prompt_digest
+
+
+def _matches_truth(o: RequestOutcome, truth: RunResult | None, differ: OutputsDiffer) -> bool | None:
+    """Does the run's output match the exact computation of the prompt it saw? None: unknown."""
+    if o.expected_tokens is not None:
+        return not exact_outputs_differ(o, replace(o, output_tokens=o.expected_tokens, finish_reason=None))
+    t = truth.requests.get(o.id) if truth is not None else None
+    if t is None or not _same_prompt(o, t):
+        return None
+    return not differ(o, t)

@@ -1,0 +1,100 @@
+"""The one definition of "simpler" for the minimizer: :func:`simplicity_key`, a sort key over scenarios.
+
+Invariant: every component of the key is a non-negative integer, so a chain of strictly decreasing
+keys is finite; the shrinker keeps a change only when it lowers the key, hence always terminates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from fuzz.model.scenario import EngineKnobs, Scenario, prompt_lengths
+
+SPEC_RANK = {"off": 0, "mtp": 1, "eagle": 2}  # the sim configures eagle as the MTP head: mtp is the plainer name
+DEFAULT_ENGINE = EngineKnobs()
+
+
+def prefill_steps(scenario: Scenario) -> int:
+    """A lower bound on prefill steps: how many steps' budgets it takes to cover every prompt token."""
+    e = scenario.engine
+    left = sum(prompt_lengths(scenario).values())
+    steps = 0
+    for budget in e.step_budgets:
+        if left <= 0:
+            return steps
+        left, steps = left - budget, steps + 1
+    return steps + max(0, -(-left // e.max_num_batched_tokens))
+
+
+def _non_default_knobs(e: EngineKnobs) -> int:
+    """Engine knobs away from their defaults (hash_block_size's default is block_size, as when parsed)."""
+    count = sum(getattr(e, f.name) != getattr(DEFAULT_ENGINE, f.name)
+                for f in fields(EngineKnobs) if f.name != "hash_block_size")
+    return count + (e.hash_block_size != e.block_size)
+
+
+def _numbers(s: Scenario) -> list[int]:
+    """The free numbers whose size the key weighs (defaulted knobs are already canonical)."""
+    e = s.engine
+    knobs = [getattr(e, f.name) or 0 for f in fields(EngineKnobs)
+             if f.name not in ("step_budgets", "spec_decode", "num_speculative_tokens")
+             and getattr(e, f.name) != getattr(DEFAULT_ENGINE, f.name)]
+    return [*e.step_budgets, *knobs, *(r.external_tokens for r in s.requests),
+            *(r.abort_step or 0 for r in s.requests)]
+
+
+def _off_grid(s: Scenario) -> int:
+    """Token counts (lengths, budgets) that are not 1 or within one of a multiple of B."""
+    block = s.engine.mamba_block_size
+    values = [*s.segments.values(), *(p for r in s.requests for p in r.prompt if isinstance(p, int)),
+              *s.engine.step_budgets]
+    return sum(v % block not in (0, 1, block - 1) and v != 1 for v in values)
+
+
+def simplicity_key(scenario: Scenario) -> tuple[int, ...]:
+    """The one definition of "simpler": a smaller key is simpler (compared lexicographically).
+
+    Components, most important first:
+     1. number of requests;
+     2. total prompt tokens (each request's full prompt, a continuation's inherited
+        conversation included);
+     2b. prefill steps, a lower bound from the budgets (:func:`prefill_steps`), so a
+        smaller budget that only adds chunks is not "simpler";
+     3. spec decode: off < mtp < eagle (the sim runs eagle as the MTP head);
+     4. number of speculative tokens;
+     5. step budgets: none < some, then how many;
+     6. number of shared segments; 7. number of prompt parts; 8. number of continuations;
+     9. total max_tokens;
+    10. distinct non-zero arrival steps; 11. sum of arrival steps;
+    12. abort steps; 13. accept-pattern entries; 14. sum of accept entries;
+    15. engine knobs away from their defaults, plus requests with KV-connector tokens;
+    16. the sum of the free numbers (step budgets, non-default knobs, external tokens,
+        abort steps): smaller is closer to the canonical small values;
+    17. token counts off the block grid (not 1, not within one of a multiple of B);
+    18. the token seed (0 is canonical).
+    Every component is a non-negative integer, so strictly decreasing chains are finite.
+    """
+    e = scenario.engine
+    arrivals = [r.arrival_step for r in scenario.requests]
+    return (
+        len(scenario.requests),
+        sum(prompt_lengths(scenario).values()),
+        prefill_steps(scenario),
+        SPEC_RANK[e.spec_decode],
+        e.num_spec_tokens,
+        int(bool(e.step_budgets)),
+        len(e.step_budgets),
+        len(scenario.segments),
+        sum(len(r.prompt) for r in scenario.requests),
+        sum(r.continues is not None for r in scenario.requests),
+        sum(r.max_tokens for r in scenario.requests),
+        len({a for a in arrivals if a}),
+        sum(arrivals),
+        sum(r.abort_step is not None for r in scenario.requests),
+        sum(len(r.accept) for r in scenario.requests),
+        sum(sum(r.accept) for r in scenario.requests),
+        _non_default_knobs(e) + sum(r.external_tokens > 0 for r in scenario.requests),
+        sum(_numbers(scenario)),
+        _off_grid(scenario),
+        scenario.seed,
+    )

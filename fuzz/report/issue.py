@@ -1,0 +1,160 @@
+"""The GitHub issue and comment rendered from a crash bundle (no network: see ``fuzz.report.github``).
+
+Invariants: the title starts with the signature (so truncation keeps it, and a title search finds
+it); the body stays under GitHub's limit, cutting the appended full report first.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any
+
+from fuzz.model.scenario import pretty_json, scenario_summary
+from fuzz.oracle.finding import replay_argv
+from fuzz.store.bundle import ENVIRONMENT_KEYS, CrashBundle
+
+MAX_TITLE = 256  # GitHub's limit on an issue title
+MAX_BODY = 65_000  # GitHub rejects bodies over 65,536 characters
+
+
+def _replay_argv(bundle: CrashBundle, scenario_path: str) -> list[str]:
+    v = bundle.verdict
+    return replay_argv(scenario_path, v["candidate"], v["reference"], v["tier"])
+
+
+def replay_command(bundle: CrashBundle) -> str:
+    """The command that replays the minimized scenario, with the bundle's policies and tier."""
+    return shlex.join(_replay_argv(bundle, f"crashes/{bundle.signature}/scenario.json"))
+
+
+def regression_snippet(bundle: CrashBundle) -> str:
+    """A self-contained pytest test that fails while the divergence reproduces."""
+    data = {**bundle.scenario.to_dict(), **bundle.annotations}
+    scenario_text = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("'", "\\u0027")
+    argv = repr(_replay_argv(bundle, "<scenario>")).replace("'<scenario>'", "str(path)")
+    name = re.sub(r"\W", "_", bundle.signature)
+    return (
+        "import json\nimport subprocess\n\n"
+        f"SCENARIO = json.loads(r'{scenario_text}')\n\n\n"
+        f"# gdnfuzz {bundle.signature}: {bundle.verdict['summary']}\n"
+        f"def test_gdnfuzz_{name}(tmp_path):\n"
+        '    path = tmp_path / "scenario.json"\n'
+        "    path.write_text(json.dumps(SCENARIO))\n"
+        f"    run = subprocess.run({argv}, capture_output=True, text=True)\n"
+        "    # gdnfuzz replay exits 1 while the candidate diverges from the reference, 0 once fixed.\n"
+        "    assert run.returncode == 0, run.stdout + run.stderr\n"
+    )
+
+
+def issue_title(bundle: CrashBundle) -> str:
+    """``gdnfuzz <signature>: <summary>``; the signature comes first so truncation keeps it."""
+    title = f"gdnfuzz {bundle.signature}: {bundle.verdict['summary']}"
+    return title if len(title) <= MAX_TITLE else title[: MAX_TITLE - 1] + "…"
+
+
+def title_names(title: str, signature: str) -> bool:
+    """Whether ``title`` names ``signature`` as a whole word (not as a prefix of a longer one)."""
+    return re.search(rf"(?<![A-Za-z0-9._-]){re.escape(signature)}(?![A-Za-z0-9_-]|\.[A-Za-z0-9])", title) is not None
+
+
+def _marker(signature: str) -> str:
+    return f"<!-- gdnfuzz-signature: {signature} -->"
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    lines = ["| | |", "|---|---|"]
+    for key, value in rows:
+        cell = value.replace("|", "\\|")
+        lines.append(f"| {key} | {cell} |")
+    return "\n".join(lines)
+
+
+def _facts(bundle: CrashBundle) -> str:
+    v = bundle.verdict
+    first = "—" if v["first_request"] is None else f"`{v['first_request']}`"
+    if v["first_step"] is not None:
+        first += f" at step {v['first_step']}"
+    return _table(
+        [
+            ("Signature", f"`{v['signature']}`"),
+            ("Kind", v["kind"]),
+            ("Candidate policy", f"`{v['candidate']}`"),
+            ("Reference policy", f"`{v['reference']}`"),
+            ("First divergent request", first),
+            ("Found on tier", v["tier"]),
+            ("Confirmation", _confirmation(v)),
+        ]
+    )
+
+
+def _confirmation(v: dict[str, Any]) -> str:
+    """The confirmed state and what decided it: the tier, the input and its first poisoned slot."""
+    state = v.get("confirmed")
+    if state is None:
+        return "not yet run"
+    evidence = v.get("confirmation") or {}
+    decided = evidence.get("fallback") or evidence
+    if "tier" not in decided:
+        return state
+    detail = ", ".join(filter(None, [f"{decided['tier']} tier", decided.get("input"),
+                                     next(iter(decided.get("poisoned_slots") or []), None)]))
+    return f"{state} ({detail})"
+
+
+def _environment(bundle: CrashBundle) -> str:
+    env = bundle.environment
+    keys = [*ENVIRONMENT_KEYS, *sorted(k for k in env if k not in ENVIRONMENT_KEYS)]
+    return _table([(k, f"`{env[k]}`") for k in keys])
+
+
+def _scenario_block(bundle: CrashBundle) -> str:
+    size, original = scenario_summary(bundle.scenario), scenario_summary(bundle.original)
+    return (
+        f"```json\n{pretty_json(bundle.scenario, bundle.annotations)}```\n"
+        f"{size['requests']} requests, {size['prompt_tokens']} prompt tokens "
+        f"(minimized from {original['requests']} requests, {original['prompt_tokens']} prompt tokens)."
+    )
+
+
+def _fit(body: str, report: str) -> str:
+    """Append the full report in a collapsed block, cut to stay under GitHub's body limit."""
+    room = MAX_BODY - len(body) - 200
+    if room <= 0:
+        return body
+    if len(report) > room:
+        report = report[:room] + "\n\n… (truncated; the full report is report.md in the bundle)\n"
+    return f"{body}\n\n<details><summary>Full report</summary>\n\n{report}\n</details>\n"
+
+
+def issue_body(bundle: CrashBundle) -> str:
+    v = bundle.verdict
+    body = "\n\n".join(
+        [
+            _marker(bundle.signature),
+            f"## What diverged\n\n**{v['kind']}**: {v['summary']}\n\n{_facts(bundle)}",
+            f"## Environment\n\n{_environment(bundle)}",
+            f"## Minimized scenario\n\n{_scenario_block(bundle)}",
+            f"## Replay\n\n```sh\n{replay_command(bundle)}\n```\n"
+            "It exits 1 while the candidate diverges from the reference, 0 once fixed.",
+            f"## Regression test\n\n```python\n{regression_snippet(bundle)}```",
+        ]
+    )
+    return _fit(body, bundle.report)
+
+
+def comment_body(bundle: CrashBundle) -> str:
+    """A new occurrence of a signature that already has an open issue."""
+    return "\n\n".join(
+        [
+            _marker(bundle.signature),
+            f"gdnfuzz found this signature again: **{bundle.verdict['kind']}**: {bundle.verdict['summary']}",
+            _facts(bundle),
+            f"Environment:\n\n{_environment(bundle)}",
+            f"<details><summary>Minimized scenario of this occurrence</summary>\n\n{_scenario_block(bundle)}\n"
+            "</details>",
+            f"```sh\n{replay_command(bundle)}\n```",
+        ]
+    )
+

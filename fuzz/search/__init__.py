@@ -1,0 +1,1 @@
+"""Finding inputs: the biased generator, structural mutation, the atheris harness, libFuzzer plumbing."""

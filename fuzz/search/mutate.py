@@ -1,0 +1,287 @@
+"""Structure-aware mutation and crossover of scenarios, for atheris's custom mutator hooks.
+
+The libFuzzer input is the scenario's canonical JSON encoding, so corpus files
+stay readable. ``decode`` turns any bytes into a valid Scenario: JSON that
+parses as a scenario is taken as it is; anything else drives the biased
+generator (``fuzz.search.generate``) through a FuzzedDataProvider, so raw byte
+mutations still explore. ``mutate`` decodes, applies one to three structural
+mutations (registered with ``@mutation``), and re-encodes; a share of calls
+hands the bytes to libFuzzer's own mutator or starts from a fresh scenario.
+
+Invariant: every output of ``mutate`` and ``crossover`` decodes to a scenario
+that passes validation; a mutation whose result fails validation is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from fuzz.model.scenario import Request, Scenario, ScenarioError, canonical_json, required_kv_blocks
+from fuzz.search.generate import (
+    MAMBA_BLOCK_SIZES,
+    fragmenting_budget,
+    near_multiple,
+    random_scenario,
+    tight_kv_blocks,
+)
+
+Mutation = Callable[[Scenario, random.Random], Scenario]
+MUTATIONS: dict[str, Mutation] = {}
+RAW_MUTATION_RATE = 0.1  # share of mutations left to libFuzzer's byte-level mutator
+FRESH_RATE = 0.1  # share replaced by a freshly generated scenario (a generation phase, as Hypothesis has)
+
+
+def mutation(fn: Mutation) -> Mutation:
+    MUTATIONS[fn.__name__] = fn
+    return fn
+
+
+class FdpChoices:
+    """The ``fuzz.search.generate.Choices`` interface over atheris's FuzzedDataProvider."""
+
+    def __init__(self, data: bytes):
+        import atheris
+
+        self.fdp = atheris.FuzzedDataProvider(data)
+
+    def randint(self, a: int, b: int) -> int:
+        return self.fdp.ConsumeIntInRange(a, b)
+
+    def choice(self, seq: Any) -> Any:
+        return seq[self.fdp.ConsumeIntInRange(0, len(seq) - 1)]
+
+    def random(self) -> float:
+        return self.fdp.ConsumeProbability()
+
+
+def decode(data: bytes) -> Scenario:
+    try:
+        return Scenario.from_dict(json.loads(data))
+    except (ValueError, TypeError, RecursionError):  # not JSON, or JSON that is not a scenario
+        return random_scenario(FdpChoices(data))
+
+
+def encode(scenario: Scenario) -> bytes:
+    return canonical_json(scenario).encode()
+
+
+def _valid(scenario: Scenario) -> Scenario | None:
+    """The scenario re-validated, its KV pool grown back to one request if a mutation outgrew it."""
+    try:
+        scenario = Scenario.from_dict(scenario.to_dict())
+    except ScenarioError:
+        return None
+    blocks = scenario.engine.num_kv_blocks
+    if blocks is not None and blocks < required_kv_blocks(scenario):
+        scenario = scenario.with_engine(num_kv_blocks=tight_kv_blocks(scenario, 0.0))
+    return scenario
+
+
+def _replace_request(s: Scenario, index: int, **changes: Any) -> Scenario:
+    requests = list(s.requests)
+    requests[index] = replace(requests[index], **changes)
+    return replace(s, requests=tuple(requests))
+
+
+def _pick(s: Scenario, rng: random.Random) -> int:
+    return rng.randrange(len(s.requests))
+
+
+def _fresh_id(s: Scenario) -> str:
+    taken = {r.id for r in s.requests}
+    return next(f"r{i}" for i in range(len(taken) + 1) if f"r{i}" not in taken)
+
+
+# ---------------------------------------------------------------- request mix
+
+
+@mutation
+def add_request(s: Scenario, rng: random.Random) -> Scenario:
+    if len(s.requests) >= 8:
+        return s
+    parts: list[str | int] = [rng.choice(list(s.segments))] if s.segments and rng.random() < 0.8 else []
+    parts.append(rng.choice((rng.randint(1, 64), near_multiple(rng, s.engine.mamba_block_size, 1))))
+    arrival = rng.choice((0, max(r.arrival_step for r in s.requests) + rng.randint(0, 8)))
+    new = Request(_fresh_id(s), tuple(parts), arrival, rng.randint(1, 8))
+    return replace(s, requests=(*s.requests, new))
+
+
+@mutation
+def drop_request(s: Scenario, rng: random.Random) -> Scenario:
+    i = _pick(s, rng)
+    victim = s.requests[i].id
+    if len(s.requests) == 1 or any(r.continues == victim for r in s.requests):
+        return s
+    return replace(s, requests=s.requests[:i] + s.requests[i + 1 :])
+
+
+@mutation
+def follow_up(s: Scenario, rng: random.Random) -> Scenario:
+    """A later request extends an earlier one's prompt: a cache hit on the producer's slots."""
+    if len(s.requests) >= 8:
+        return s
+    producer = rng.choice(s.requests)
+    tail = rng.choice((rng.randint(1, 64), near_multiple(rng, s.engine.mamba_block_size, 1)))
+    new = Request(_fresh_id(s), (*producer.prompt, tail), producer.arrival_step + rng.randint(1, 20),
+                  rng.randint(1, 8))
+    return replace(s, requests=(*s.requests, new))
+
+
+@mutation
+def multi_turn(s: Scenario, rng: random.Random) -> Scenario:
+    if len(s.requests) >= 8:
+        return s
+    parent = rng.choice(s.requests)
+    new = Request(_fresh_id(s), (rng.randint(1, 200),), parent.arrival_step, rng.randint(1, 8),
+                  continues=parent.id)
+    return replace(s, requests=(*s.requests, new))
+
+
+@mutation
+def share_prefix(s: Scenario, rng: random.Random) -> Scenario:
+    if not s.segments:
+        return s
+    i = _pick(s, rng)
+    rest = s.requests[i].prompt[1:] or (rng.randint(1, 64),)
+    return _replace_request(s, i, prompt=(rng.choice(list(s.segments)), *rest))
+
+
+@mutation
+def resize_part(s: Scenario, rng: random.Random) -> Scenario:
+    """Segment and tail lengths near multiples of the Mamba block size."""
+    block = s.engine.mamba_block_size
+    if s.segments and rng.random() < 0.5:
+        name = rng.choice(list(s.segments))
+        return replace(s, segments={**s.segments, name: near_multiple(rng, block)})
+    i = _pick(s, rng)
+    parts = list(s.requests[i].prompt)
+    ints = [j for j, p in enumerate(parts) if isinstance(p, int)]
+    if not ints:
+        return s
+    parts[rng.choice(ints)] = near_multiple(rng, block, 2)
+    return _replace_request(s, i, prompt=tuple(parts))
+
+
+@mutation
+def move_arrival(s: Scenario, rng: random.Random) -> Scenario:
+    i = _pick(s, rng)
+    r = s.requests[i]
+    arrival = rng.choice((0, r.arrival_step + 1, max(0, r.arrival_step - 1), rng.randint(0, 24)))
+    abort = r.abort_step if r.abort_step is None or r.abort_step >= arrival else None
+    return _replace_request(s, i, arrival_step=arrival, abort_step=abort)
+
+
+@mutation
+def concurrent_prefills(s: Scenario, rng: random.Random) -> Scenario:
+    """Everything arrives together: prefills share the step budget."""
+    return replace(s, requests=tuple(replace(r, arrival_step=0, abort_step=None) for r in s.requests))
+
+
+@mutation
+def change_outputs(s: Scenario, rng: random.Random) -> Scenario:
+    i = _pick(s, rng)
+    r = s.requests[i]
+    num_spec = s.engine.num_spec_tokens
+    accept = tuple(rng.randint(0, num_spec) for _ in range(rng.randint(1, 3))) if num_spec else ()
+    abort = r.arrival_step + rng.randint(0, 8) if rng.random() < 0.1 else None
+    return _replace_request(s, i, max_tokens=rng.randint(1, 16), accept=accept, abort_step=abort)
+
+
+# ---------------------------------------------------------------- engine knobs
+
+
+@mutation
+def change_budget(s: Scenario, rng: random.Random) -> Scenario:
+    budget = fragmenting_budget(rng, s.engine.mamba_block_size) + 8 * (1 + s.engine.num_spec_tokens)
+    return s.with_engine(max_num_batched_tokens=budget)
+
+
+@mutation
+def fragment_budgets(s: Scenario, rng: random.Random) -> Scenario:
+    block = s.engine.mamba_block_size
+    budgets = tuple(fragmenting_budget(rng, block) for _ in range(rng.randint(0, 4)))
+    return s.with_engine(step_budgets=budgets)
+
+
+@mutation
+def change_block_size(s: Scenario, rng: random.Random) -> Scenario:
+    block = rng.choice(MAMBA_BLOCK_SIZES)
+    attention = rng.choice((16, block))
+    return s.with_engine(mamba_block_size=block, block_size=attention, hash_block_size=rng.choice((16, attention)))
+
+
+@mutation
+def toggle_spec_decode(s: Scenario, rng: random.Random) -> Scenario:
+    method = rng.choice(("off", "mtp", "eagle"))
+    return s.with_engine(spec_decode=method, num_speculative_tokens=0 if method == "off" else rng.randint(1, 4))
+
+
+@mutation
+def toggle_partial_hits(s: Scenario, rng: random.Random) -> Scenario:
+    e = s.engine
+    return s.with_engine(hash_block_size=e.block_size if e.partial_hash_hits else 16)
+
+
+@mutation
+def change_retention(s: Scenario, rng: random.Random) -> Scenario:
+    block = s.engine.mamba_block_size
+    return s.with_engine(retention_interval=rng.choice((None, 0, block, 2 * block)))
+
+
+@mutation
+def chunk_limits(s: Scenario, rng: random.Random) -> Scenario:
+    block = s.engine.mamba_block_size
+    return s.with_engine(long_prefill_token_threshold=rng.choice((0, rng.randint(16, 2 * block))),
+                         max_num_seqs=rng.choice((1, 2, 4, 16)))
+
+
+@mutation
+def preemption_pressure(s: Scenario, rng: random.Random) -> Scenario:
+    blocks = None if s.engine.num_kv_blocks and rng.random() < 0.3 else tight_kv_blocks(s, rng.random())
+    return s.with_engine(num_kv_blocks=blocks)
+
+
+# ---------------------------------------------------------------- hooks
+
+
+def mutate_scenario(s: Scenario, rng: random.Random) -> Scenario:
+    for _ in range(rng.randint(1, 3)):
+        candidate = _valid(MUTATIONS[rng.choice(sorted(MUTATIONS))](s, rng))
+        if candidate is not None:
+            s = candidate
+    return s
+
+
+def mutate(data: bytes, max_size: int, seed: int) -> bytes:
+    """atheris custom_mutator: structural most of the time, libFuzzer's own bytes otherwise."""
+    rng = random.Random(seed)
+    roll = rng.random()
+    if roll < RAW_MUTATION_RATE:
+        import atheris
+
+        return atheris.Mutate(data, max_size)
+    fresh = roll < RAW_MUTATION_RATE + FRESH_RATE
+    out = encode(random_scenario(rng) if fresh else mutate_scenario(decode(data), rng))
+    return out if len(out) <= max_size else data[:max_size]
+
+
+def crossover(data1: bytes, data2: bytes, max_size: int, seed: int) -> bytes:
+    """atheris custom_crossover: one parent's engine, requests from both (ids and segments renamed)."""
+    rng = random.Random(seed)
+    a, b = decode(data1), decode(data2)
+    rename = {name: f"x{name}" for name in b.segments}
+    segments = {**a.segments, **{rename[n]: length for n, length in b.segments.items()}}
+    taken = {r.id for r in a.requests}
+    ids = {r.id: (r.id if r.id not in taken else f"x{r.id}") for r in b.requests}
+    borrowed = tuple(
+        replace(r, id=ids[r.id], continues=ids.get(r.continues) if r.continues else None,
+                prompt=tuple(rename.get(p, p) if isinstance(p, str) else p for p in r.prompt))
+        for r in b.requests[: rng.randint(1, len(b.requests))]
+    )
+    child = _valid(replace(a, segments=segments, requests=(a.requests + borrowed)[:8]))
+    out = encode(child) if child is not None else data1
+    return out if len(out) <= max_size else data1[:max_size]

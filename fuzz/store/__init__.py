@@ -1,0 +1,1 @@
+"""What lives on disk: atomic writes, crash bundles, the corpus merge, campaign stats."""

@@ -1,0 +1,144 @@
+"""Corpus merge: keep the shared corpus small with no loss of coverage (libFuzzer's own set-cover merge).
+
+Layout (see :mod:`workers.campaign.driver`): ``corpus/queue/`` holds the shared corpus
+(its top-level files) and one working directory per fuzzer,
+``corpus/queue/<actor>/``, where that fuzzer's libFuzzer writes new inputs.
+``corpus/seeds/`` and ``corpus/regressions/`` are committed and read-only.
+
+:func:`merge_corpus` runs the atheris harness with ``-set_cover_merge=1`` (the
+coverage is vLLM's instrumented scheduler code, measured by libFuzzer itself):
+the seeds and regressions are the baseline (what they cover needs no shared
+entry), every file under ``corpus/queue/`` is a candidate, and libFuzzer picks
+a small set of candidates covering every feature the candidates add. Then:
+
+- the shared corpus becomes exactly the selected inputs (files named by their
+  SHA-1, as libFuzzer names corpus files), each written atomically;
+- a candidate file that was listed before the merge and is now either selected
+  (hence in the shared corpus) or redundant is removed from its working
+  directory; a file written after the listing is never touched;
+- each fuzzer's working directory receives the selected inputs that came from
+  the other fuzzers in this round, so a running libFuzzer picks them up through
+  its ``-reload`` of its first corpus directory.
+
+Invariant: coverage is never lost. If the merge fails (non-zero exit, no
+summary line, time out), nothing under ``corpus/queue/`` is changed.
+
+libFuzzer's merge re-executes ``argv[0]`` for its crash-resistant inner pass,
+so ``argv[0]`` is a small executable wrapper (written to a temporary
+directory) that runs the harness; the outer process itself runs atheris with
+an empty target, since it never executes an input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fuzz.errors import ToolError
+from fuzz.store.atomic import atomic_write
+
+SUMMARY = re.compile(r"MERGE-OUTER: (\d+) new files with (\d+) new features added; (\d+) new coverage edges")
+WRAPPER = """#!/bin/sh
+exec {python} -c 'import sys; from fuzz.search.harness import main; main(sys.argv[1:])' "$0" "$@"
+"""
+# The outer merge process only spawns the inner one and reads its control file: no target, so no vLLM import.
+OUTER = "import sys, atheris; atheris.Setup(sys.argv[1:], lambda data: None); atheris.Fuzz()"
+
+
+class MergeError(ToolError):
+    """The merge did not complete; the corpus was left as it was."""
+
+
+@dataclass(frozen=True)
+class MergeReport:
+    candidates: int  # files under corpus/queue before the merge
+    kept: int  # the shared corpus after it
+    removed: int  # working-directory or shared files dropped (redundant or moved into the shared corpus)
+    shared_out: int  # selected inputs copied into other fuzzers' working directories
+    features: int  # new features the kept inputs add over the seeds and regressions
+    edges: int
+    seconds: float
+
+
+def content_name(data: bytes) -> str:
+    return hashlib.sha1(data).hexdigest()
+
+
+def list_inputs(directory: Path) -> list[Path]:
+    """Every regular, non-hidden file under ``directory`` (recursively, as libFuzzer reads corpus dirs)."""
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.rglob("*") if p.is_file() and not p.name.startswith("."))
+
+
+def _wrapper(tmp: Path) -> Path:
+    path = tmp / "gdnfuzz-harness"
+    path.write_text(WRAPPER.format(python=sys.executable))
+    path.chmod(0o755)
+    return path
+
+
+def run_libfuzzer_merge(out: Path, candidates: list[Path], env: dict[str, str], timeout: float,
+                        flags: tuple[str, ...] = ()) -> tuple[int, int, int]:
+    """Merge ``candidates`` into ``out`` with the harness; returns (new files, new features, new edges)."""
+    with tempfile.TemporaryDirectory(prefix="gdnfuzz-merge-") as tmp:
+        cmd = [sys.executable, "-c", OUTER, str(_wrapper(Path(tmp))), "-set_cover_merge=1", f"-merge_control_file={Path(tmp) / 'control'}",
+               *flags, str(out), *map(str, candidates)]
+        try:
+            proc = subprocess.run(cmd, env=env, cwd=os.getcwd(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise MergeError(f"merge timed out after {timeout:.0f}s") from None
+    summary = SUMMARY.search(proc.stderr)
+    if proc.returncode != 0 or summary is None:
+        raise MergeError(f"merge exited {proc.returncode}: " + " | ".join(proc.stderr.strip().splitlines()[-3:]))
+    files, features, edges = map(int, summary.groups())
+    return files, features, edges
+
+
+def merge_corpus(queue: Path, baseline: list[Path], env: dict[str, str], timeout: float = 600,
+                 flags: tuple[str, ...] = ()) -> MergeReport:
+    """Set-cover merge of everything under ``queue`` into its top level (see the module invariants)."""
+    start = time.monotonic()
+    listed = list_inputs(queue)
+    workdirs = sorted(d for d in queue.iterdir() if d.is_dir()) if queue.is_dir() else []
+    with tempfile.TemporaryDirectory(prefix=".merge-", dir=queue.parent) as tmp:
+        out, cand = Path(tmp) / "out", Path(tmp) / "candidates"
+        out.mkdir()
+        cand.mkdir()
+        for directory in baseline:
+            for i, path in enumerate(list_inputs(directory)):
+                shutil.copyfile(path, out / f"baseline-{directory.name}-{i}")
+        origin: dict[str, set[Path]] = {}  # content name -> the directories it was listed in
+        for path in listed:
+            data = path.read_bytes()
+            name = content_name(data)
+            origin.setdefault(name, set()).add(path.parent)
+            (cand / name).write_bytes(data)
+        _, features, edges = run_libfuzzer_merge(out, [cand], env, timeout, flags)
+        selected = {p.name: p.read_bytes() for p in out.iterdir() if not p.name.startswith("baseline-")}
+    for name, data in selected.items():
+        if not (queue / name).exists():
+            atomic_write(queue / name, data)
+    removed = 0
+    for path in listed:
+        if path.parent == queue and path.name in selected:
+            continue
+        path.unlink(missing_ok=True)
+        removed += 1
+    shared_out = 0
+    for workdir in workdirs:
+        for name, data in selected.items():
+            if workdir not in origin.get(name, {queue}) and queue not in origin.get(name, set()):
+                atomic_write(workdir / name, data)
+                shared_out += 1
+    return MergeReport(len(listed), len(selected), removed, shared_out, features, edges,
+                       time.monotonic() - start)

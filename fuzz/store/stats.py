@@ -1,0 +1,229 @@
+"""Campaign statistics: one JSON line per actor report, appended, read back tolerating a torn tail.
+
+Each line is one :class:`StatsRow`: what one actor (``fuzzer-0``,
+``verifier-1``, ``crash-store``, ...) reported at one time. Counters are the
+actor's own running totals, not deltas, so the latest row of each actor is its
+whole story and a lost row loses nothing.
+
+Invariants kept here:
+- A row is written with one ``write(2)`` of one whole line on a file opened
+  ``O_APPEND``, so concurrent writers on one local file never interleave. (On
+  NFS/EFS, appends from several hosts are not atomic: on a cluster let one
+  process, the campaign driver, write the file.)
+- A writer killed mid-line leaves at most one torn last line without its
+  newline. :class:`StatsReader` never consumes bytes past the last newline, so
+  a torn tail is skipped now and read once it is complete; a malformed line
+  *with* its newline is corruption and raises :class:`StatsError` naming the
+  file, line and field.
+- Totals across actors sum the per-actor counters (``execs``, ``exec_per_s``,
+  ``findings``, ``verifier_queue``: report each finding from one actor only)
+  and take the maximum of the shared gauges (``coverage``, ``corpus_size``:
+  every actor sees the one shared corpus).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from fuzz.errors import InputError
+
+STATS_ENV = "GDNFUZZ_STATS"
+DEFAULT_STATS_PATH = "stats.jsonl"
+SUMMED = ("execs", "exec_per_s", "findings", "verifier_queue")
+SHARED = ("coverage", "corpus_size")
+TOTAL = "total"
+
+
+_ACCEPTED: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float)}
+
+
+class StatsError(InputError):
+    """A stats file that cannot be read, with the file, line and field at fault."""
+
+
+@dataclass(frozen=True)
+class StatsRow:
+    time: float  # seconds since the epoch
+    actor: str
+    execs: int = 0
+    exec_per_s: float = 0.0
+    coverage: int = 0
+    corpus_size: int = 0
+    findings: int = 0
+    verifier_queue: int = 0
+
+    @classmethod
+    def now(cls, actor: str, **counters: Any) -> StatsRow:
+        return cls(time=time.time(), actor=actor, **counters)
+
+    def to_line(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":")) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> StatsRow:
+        if not isinstance(data, dict):
+            raise StatsError(f"{where}: expected a JSON object")
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name not in data:
+                if f.name in ("time", "actor"):
+                    raise StatsError(f"{where}: {f.name}: missing")
+                continue
+            value = data[f.name]
+            if isinstance(value, bool) or not isinstance(value, _ACCEPTED[f.type]):
+                raise StatsError(f"{where}: {f.name}: expected {f.type}, got {value!r}")
+            values[f.name] = value
+        return cls(**values)
+
+
+class StatsWriter:
+    """Appends rows to a JSON-lines file (created with its parent directories)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, row: StatsRow) -> None:
+        os.write(self._fd, row.to_line().encode())
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> StatsWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class StatsReader:
+    """Reads a stats file incrementally: each :meth:`poll` returns the rows completed since the last."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._offset = 0
+        self._line = 0
+
+    def poll(self) -> list[StatsRow]:
+        """New complete rows; raises ``FileNotFoundError`` while the file does not exist."""
+        with open(self.path, "rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1  # a torn last line stays unread until its newline arrives
+        rows: list[StatsRow] = []
+        for raw in data[:end].splitlines():
+            self._line += 1
+            if not raw.strip():
+                continue
+            where = f"{self.path}:{self._line}"
+            try:
+                parsed = json.loads(raw)
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise StatsError(f"{where}: not valid JSON ({exc})") from None
+            rows.append(StatsRow.from_dict(parsed, where))
+        self._offset += end
+        return rows
+
+
+def read_stats(path: str | Path) -> list[StatsRow]:
+    """All complete rows of ``path``; a missing file is a :class:`StatsError`."""
+    try:
+        return StatsReader(path).poll()
+    except FileNotFoundError:
+        raise StatsError(f"{path}: no such file") from None
+
+
+def latest_by_actor(rows: Iterable[StatsRow]) -> dict[str, StatsRow]:
+    """The most recent row of each actor, by ``time`` (file order breaks ties)."""
+    latest: dict[str, StatsRow] = {}
+    for row in rows:
+        if row.actor not in latest or row.time >= latest[row.actor].time:
+            latest[row.actor] = row
+    return latest
+
+
+def totals(latest: Iterable[StatsRow]) -> StatsRow:
+    """One row for the whole campaign from each actor's latest row (see the module invariants)."""
+    latest = list(latest)
+    combined: dict[str, Any] = {"time": max((r.time for r in latest), default=0.0), "actor": TOTAL}
+    for name in SUMMED:
+        combined[name] = sum(getattr(r, name) for r in latest)
+    for name in SHARED:
+        combined[name] = max((getattr(r, name) for r in latest), default=0)
+    return StatsRow(**combined)
+
+
+def totals_over_time(rows: Iterable[StatsRow]) -> list[StatsRow]:
+    """The campaign totals after each row, in time order: the series the dashboard plots."""
+    latest: dict[str, StatsRow] = {}
+    series: list[StatsRow] = []
+    for row in sorted(rows, key=lambda r: r.time):
+        latest[row.actor] = row
+        series.append(replace(totals(latest.values()), time=row.time))
+    return series
+
+
+# ---------------------------------------------------------------- the status table
+
+COLUMNS = (
+    ("actor", "<"),
+    ("age", ">"),
+    ("execs", ">"),
+    ("exec/s", ">"),
+    ("coverage", ">"),
+    ("corpus", ">"),
+    ("findings", ">"),
+    ("queue", ">"),
+)
+
+
+def format_age(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172_800:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+
+
+def _cells(row: StatsRow, now: float) -> list[str]:
+    age = "" if row.actor == TOTAL else format_age(now - row.time)
+    return [
+        row.actor,
+        age,
+        f"{row.execs:,}",
+        f"{row.exec_per_s:,.1f}",
+        f"{row.coverage:,}",
+        f"{row.corpus_size:,}",
+        f"{row.findings:,}",
+        f"{row.verifier_queue:,}",
+    ]
+
+
+def format_table(latest: dict[str, StatsRow], now: float) -> str:
+    """The latest row of each actor, sorted by name, then the totals; ``age`` is ``now - time``."""
+    body = [_cells(latest[a], now) for a in sorted(latest)]
+    body.append(_cells(totals(latest.values()), now))
+    header = [name for name, _ in COLUMNS]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(COLUMNS))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(f"{c:{a}{w}}" for c, (_, a), w in zip(cells, COLUMNS, widths, strict=True)).rstrip()
+
+    rule = "-" * len(line(header))
+    return "\n".join([line(header), rule, *map(line, body[:-1]), rule, line(body[-1])])
+
+
+def default_stats_path() -> str:
+    return os.environ.get(STATS_ENV, DEFAULT_STATS_PATH)

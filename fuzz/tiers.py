@@ -1,0 +1,112 @@
+"""The tier interface: what every executor (sim, engine, kernels) offers, and the registry that finds one.
+
+An executor runs scenarios in one place (the sim tier's real Scheduler with a mirrored model
+runner, the real engine, the GDN kernels) and reports what it observed as a ``RunResult``. Its
+invariants, which the oracle and every caller rely on:
+
+- ``run(scenario, policy)`` and ``truth(scenario)`` are deterministic for a given scenario, keep no
+  state between scenarios that changes a result, and take and give plain, serialisable values, so
+  Ray can ship an executor's work anywhere.
+- A valid configuration this tier cannot run is a ``RunResult`` with ``status`` ``unsupported`` and
+  the reason in ``notes``, never an exception; a configuration vLLM itself rejects raises
+  :class:`~fuzz.errors.ConfigRejected` (the input is invalid on every tier).
+- The policy's split is installed through ``fuzz.model.policies.contract_checked`` on every tier.
+- ``canary_detected(scenario)`` says whether this tier catches a deliberately corrupted slot in the
+  scenario's configuration: ``True`` / ``False`` on tiers with real numerics, ``None`` where states
+  are exact (the sim tier compares token sequences, so a wrong slot cannot look right).
+
+Nothing in ``fuzz/`` imports ``workers/``: executors are named in :data:`EXECUTORS` by module path
+and imported on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import Any, Protocol
+
+from fuzz.errors import InputError
+from fuzz.model.policies import Policy
+from fuzz.model.result import PoisonVerdict, RequestOutcome, RunResult, RunStatus, exact_outputs_differ
+from fuzz.model.scenario import Scenario
+
+EXECUTORS = {
+    "sim": "workers.sim.executor:SimExecutor",
+    "engine": "workers.engine.executor:EngineExecutor",
+    "kernels": "workers.kernels.executor:KernelExecutor",
+}
+TIERS = tuple(EXECUTORS)
+# The kernel tier's own fuzz target (``gdnfuzz run --target kernels``): bytes in, conformance checked.
+KERNEL_CONFORMANCE_TARGET = "workers.kernels.conformance:kernel_conformance_one_input"
+
+
+class Executor(Protocol):
+    """The whole tier protocol (see the module docstring for the invariants)."""
+
+    tier: str
+
+    def run(self, scenario: Scenario, policy: Policy) -> RunResult: ...
+
+    def truth(self, scenario: Scenario) -> RunResult: ...
+
+    def outputs_differ(self, a: RequestOutcome, b: RequestOutcome) -> bool: ...
+
+    def canary_detected(self, scenario: Scenario) -> bool | None: ...
+
+    def poison_verdict(self, scenario: Scenario, policy: Policy) -> PoisonVerdict: ...
+
+    def close(self) -> None: ...
+
+
+class BaseExecutor:
+    """Defaults of the protocol for a tier with exact outputs and nothing to release."""
+
+    tier = "base"
+
+    def run(self, scenario: Scenario, policy: Policy) -> RunResult:
+        raise NotImplementedError
+
+    def truth(self, scenario: Scenario) -> RunResult:
+        raise NotImplementedError
+
+    def outputs_differ(self, a: RequestOutcome, b: RequestOutcome) -> bool:
+        return exact_outputs_differ(a, b)
+
+    def canary_detected(self, scenario: Scenario) -> bool | None:
+        return None
+
+    def poison_verdict(self, scenario: Scenario, policy: Policy) -> PoisonVerdict:
+        """One run's slots judged alone: a fault, unsupported, poisoned, or clean where the canary
+        is caught (or states are exact), else inconclusive (see ``PoisonVerdict``)."""
+        result = self.run(scenario, policy)
+        if result.faults:
+            return PoisonVerdict(result.faults[0].kind, result)
+        if result.status != RunStatus.OK:
+            return PoisonVerdict("unsupported", result)
+        if result.poisoned:
+            return PoisonVerdict("poisoned", result)
+        canary, caught = self.canary_run(scenario)
+        return PoisonVerdict("inconclusive" if caught is False else "clean", result, canary, caught)
+
+    def canary_run(self, scenario: Scenario) -> tuple[RunResult | None, bool | None]:
+        """The canary's run (None where the tier keeps none) and whether it was caught."""
+        return None, self.canary_detected(scenario)
+
+    def close(self) -> None:
+        return None
+
+
+def load(target: str) -> Any:
+    """The object a ``module:attr`` registry entry names (its module is imported now)."""
+    module_name, attr = target.split(":")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+@functools.cache
+def executor_for(tier: str) -> Executor:
+    """This process's executor for ``tier``, created once and reused (the engine tier keeps engines warm).
+
+    Importing it imports what the tier needs (vLLM for sim and engine, torch for kernels)."""
+    if tier not in EXECUTORS:
+        raise InputError(f"unknown tier {tier!r}: use one of {', '.join(TIERS)}")
+    return load(EXECUTORS[tier])()

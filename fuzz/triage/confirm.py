@@ -1,0 +1,88 @@
+"""Confirm a finding: re-run a bundle on the engine tier (the kernel tier where the engine cannot) and record it.
+
+The bundle's minimized scenario runs on vLLM's real engine under the bundle's
+candidate policy (the tier's ``poison_verdict``, ``fuzz.tiers``): a real slot whose conv/SSM
+tensors differ from the state its hash claims is ``confirmed``; no poisoned
+slot while the canary (a deliberately corrupted slot) IS caught in the same
+configuration is ``not confirmed``; anything else (the canary missed, the
+engine crashed) is ``inconclusive``, never a silent pass.
+
+Where the engine cannot run the minimized scenario's configuration (a block
+size below the smallest the model allows, EAGLE with no draft head, a KV
+connector), the bundle's original input is tried on the engine next. Where it
+cannot run that either, the finding is re-run on the kernel tier: the real GDN
+kernels on real tensors follow the real scheduler's chunks, and a resumed
+request that diverges far above tolerance is ``confirmed`` there. The evidence
+always names the tier and the input that decided. State and evidence go into
+``verdict.json`` (``confirmed`` and ``confirmation``), written atomically.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fuzz.model.policies import Policy, resolve_policy
+from fuzz.model.result import ConfirmState, PoisonVerdict, VerdictStatus
+from fuzz.model.scenario import Scenario, load_scenario
+from fuzz.store.bundle import load_verdict, update_verdict
+from fuzz.tiers import Executor, executor_for
+from fuzz.triage.replay import replay
+
+INPUTS = ("scenario.json", "original.json")  # a bundle's minimized input first, then what the fuzzer found
+
+
+def confirm_bundle(bundle: Path, tier: str = "engine", executor: Executor | None = None) -> ConfirmState:
+    """Re-run ``bundle`` on ``tier`` (or on ``executor``, one already warm), write the outcome into its
+    verdict.json, and return the state."""
+    bundle = Path(bundle)
+    verdict = load_verdict(bundle / "verdict.json")
+    executor = executor or executor_for(tier)
+    candidate = resolve_policy(verdict["candidate"])
+
+    @functools.cache
+    def scenario_of(name: str) -> Scenario:  # each input is read once, and only if a tier needs it
+        return load_scenario(bundle / name)[0]
+
+    name, outcome = _first_runnable(executor, scenario_of, candidate)
+    state = outcome.confirmation()
+    evidence: dict[str, Any] = {
+        "tier": tier,
+        "input": name,
+        "engine_verdict": outcome.verdict,
+        "poisoned_slots": [p.describe() for p in outcome.result.poisoned],
+        "faults": [f"{f.kind}: {f.detail.splitlines()[-1] if f.detail else ''}" for f in outcome.result.faults],
+        "canary_caught": outcome.canary_caught,
+        "notes": outcome.result.notes,
+    }
+    if outcome.verdict == "unsupported" and tier == "engine":
+        # the kernel tier observes resumed requests only: the minimized scenario may have none
+        # (the audits need none), the original input usually has one
+        reference = resolve_policy(verdict["reference"])
+        for name in INPUTS:
+            state, evidence["fallback"] = _confirm_on_kernels(scenario_of(name), candidate, reference, name)
+            if state != ConfirmState.INCONCLUSIVE:
+                break
+    update_verdict(bundle, confirmed=state.value, confirmation=evidence)
+    return state
+
+
+def _first_runnable(executor: Executor, scenario_of: Callable[[str], Scenario],
+                    candidate: Policy) -> tuple[str, PoisonVerdict]:
+    """The first input the tier can run, and its verdict (the last input's when it runs none)."""
+    for name in INPUTS:
+        outcome = executor.poison_verdict(scenario_of(name), candidate)
+        if outcome.verdict != "unsupported":
+            return name, outcome
+    return name, outcome
+
+
+def _confirm_on_kernels(scenario: Scenario, candidate: Policy, reference: Policy,
+                        name: str) -> tuple[ConfirmState, dict[str, Any]]:
+    replayed = replay(scenario, candidate, reference, "kernels")
+    state = {VerdictStatus.DIVERGED: ConfirmState.CONFIRMED, VerdictStatus.CLEAN: ConfirmState.NOT_CONFIRMED}.get(
+        replayed.verdict.status, ConfirmState.INCONCLUSIVE)
+    return state, {"tier": "kernels", "input": name, "verdict": replayed.verdict.status.value,
+                   "kind": replayed.verdict.summary, "notes": replayed.verdict.notes}

@@ -1,0 +1,76 @@
+"""The campaign's configuration, and its on-disk layout.
+
+On-disk layout (everything the campaign knows lives here, so a restarted actor
+or a restarted campaign resumes from it; nothing is kept only in memory):
+
+- ``corpus/queue/<actor>/``: the fuzzer's libFuzzer output corpus (its first
+  corpus directory); ``corpus/queue/`` top level: the shared, merged corpus;
+  ``corpus/seeds/`` and ``corpus/regressions/``: read-only inputs.
+- ``crashes/raw/<actor>/<signature>/``: the bundle the fuzzer's harness saves
+  for each divergence it meets (unminimized; its ``hits`` count that fuzzer's
+  hits). One writer: that fuzzer's harness.
+- ``crashes/raw/<actor>-crash-*`` / ``-timeout-*`` / ``-oom-*``: libFuzzer's
+  artifact for an input that killed or hung the harness; moved to
+  ``crashes/raw/reported/`` once the crash store has saved its finding.
+- ``crashes/<signature>/``: the deduplicated, minimized bundle
+  (:mod:`fuzz.store.bundle`). One writer at a time: the crash store actor, or the
+  verifier holding the signature's lease (``confirm_bundle`` writes
+  ``confirmed`` into its verdict.json); the crash store never writes a leased
+  bundle.
+
+Actors are created with ``max_restarts=-1``: each starts its work thread in
+``__init__``, so a restarted actor resumes by itself from the disk state.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class CampaignConfig:
+    """Everything an actor needs; absolute paths (on a cluster: the same shared mount on every node)."""
+
+    corpus: Path
+    crashes: Path
+    candidate: str = "pre-51113"
+    reference: str = "vllm"
+    fuzzers: int = 2
+    verifiers: int = 1
+    gpus_per_verifier: float = 1.0
+    max_time: float = 300.0
+    seed: int = 1
+    minimize_seconds: float = 60.0
+    merge_every: float = 600.0
+    hang_timeout: int = 60
+    rss_limit_mb: int = 6144
+    verify_tier: str = "engine"
+    file_issues: str | None = None
+    dry_run_issues: bool = False
+    drain_time: float = 240.0
+    cpu_share: float = 1.0  # Ray CPUs each fuzzer, verifier and task asks for (below 1 on an oversubscribed machine)
+    libfuzzer: tuple[str, ...] = ()
+
+    @property
+    def queue(self) -> Path:
+        return self.corpus / "queue"
+
+    @property
+    def regressions(self) -> Path:
+        return self.corpus / "regressions"
+
+    @property
+    def raw(self) -> Path:
+        return self.crashes / "raw"
+
+    def read_only_dirs(self) -> list[Path]:
+        return [d for d in (self.corpus / "seeds", self.regressions) if d.is_dir()]
+
+    def harness_env(self, crashes: Path) -> dict[str, str]:
+        """The harness settings (``fuzz.search.harness``'s environment) for campaign mode: bundles go to ``crashes``,
+        no minimization and no regressions (the crash store does both)."""
+        return {**os.environ, "GDNFUZZ_CANDIDATE": self.candidate, "GDNFUZZ_REFERENCE": self.reference,
+                "GDNFUZZ_CRASHES": str(crashes), "GDNFUZZ_REGRESSIONS": "", "GDNFUZZ_MINIMIZE_SECONDS": "0",
+                "VLLM_LOGGING_LEVEL": "ERROR"}

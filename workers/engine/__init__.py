@@ -1,0 +1,1 @@
+"""The engine tier: vLLM's real engine on the tiny hybrid GDN model, in a child process, with a state audit."""

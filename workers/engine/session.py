@@ -1,0 +1,469 @@
+"""Run scenarios on live vLLM engines in this process: the engine tier's inner loop.
+
+An :class:`EngineSession` keeps one ``LLMEngine`` per engine configuration warm (prefix caching +
+align, keyed by Mamba block size, retention interval and pool size) and one truth engine (prefix
+caching off, so every request computes its whole prompt). ``run`` drives one scenario through the
+engine's own step loop:
+
+- request ``r`` is added before step ``max(r.arrival_step, parent.finish_step + 1)``; a request that
+  ``continues`` another gets the parent's prompt, then the parent's output, then its own parts;
+- before step ``i`` the scheduler's ``max_num_scheduled_tokens`` is ``engine.step_budgets[i]`` (or
+  ``max_num_batched_tokens`` past the list); ``max_num_seqs`` and ``long_prefill_token_threshold``
+  are set on the scheduler per run, so they need no engine of their own;
+- the policy's split, contract-checked (``fuzz.model.policies.contract_checked``, as on every tier),
+  replaces ``Scheduler._mamba_block_aligned_split`` (see ``workers.engine.scheduler``);
+- sampling is greedy with the chosen token's and the top-``TOP_K`` logprobs;
+- the prefix cache is reset before every run, so runs do not see each other.
+
+Knobs to engine: B (``mamba_block_size``) is passed as the engine's ``block_size``, because in align
+mode vLLM sets the Mamba block to the attention block; so the engine runs the scenario's B exactly
+(1600 included) and the attention block is B too (a note says so when the scenario's differs;
+attention hits land on B multiples either way). vLLM raises a block below the size at which the
+attention page holds the Mamba page (32 for the tiny model, see workers.tiny_model); such a B is reported
+unsupported rather than run with another B. ``hash_block_size`` is ``prefix_match_unit`` (partial
+hash hits), ``retention_interval`` is ``prefix_cache_retention_interval``, ``num_kv_blocks`` is
+``num_gpu_blocks_override``. MTP runs on CPU too: workers.engine.cpu_align_kernels stands in for the two
+fused align-mode copy kernels vLLM's CPU platform leaves to Triton.
+
+The state audit: every Mamba block that gets a hash during the run is copied out of its slot right
+after the step that hashed it (the state a later request resumes from), and compared at the end
+with a recomputation of the state after exactly the claimed tokens on the truth engine. A slot
+further than ``STATE_TOLERANCE`` from it is a :class:`PoisonedSlot`; where the writer's own chunk
+ends inside that block explain the held state, ``held_tokens`` names the position.
+
+The canary (``canary=True``): right after the first Mamba block is hashed that a request still to
+arrive will resume from (or simply the first, once every request has arrived), its slot is
+overwritten with the recomputed state ``CANARY_OFFSET`` tokens earlier. The audit must report that
+slot, and the request resuming from it shows how far such a state moves outputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from fuzz.errors import GdnfuzzError
+from fuzz.model.policies import Policy, contract_checked
+from fuzz.model.result import Chunk, Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus, StepRecord
+from fuzz.model.scenario import MAX_CONTEXT, EngineKnobs, Request, Scenario, own_prompt_tokens, prompt_tokens
+from workers.engine import cpu_align_kernels
+from workers.engine import state as engine_state
+from workers.engine.state import SlotState
+
+ENGINE_MAX_BATCHED = 8192  # runner buffers; per-step budgets go up to it
+ENGINE_MAX_SEQS = 64  # a scenario has at most 64 requests
+TOP_K = 5
+MAX_STEPS = 20_000
+CANARY_OFFSET = 8
+GPU_MEMORY_FRACTION = 0.2  # on a GPU: the tiny model needs little, and a verifier may share the card
+# Measured (bench/engine_throughput.py): correct slots sit 0.004..0.007 from their recomputation
+# (bf16, other chunking); a state CANARY_OFFSET tokens off, or a naive split's state@364, sits at 1.40
+# (the conv state holds the last inputs, so any position change is a full change there).
+STATE_TOLERANCE = 0.05
+TRUTH = "truth"
+# RequestOutput.finish_reason -> the scheduler's RequestStatus name, which the sim tier reports.
+FINISH_STATUS = {"length": "FINISHED_LENGTH_CAPPED", "stop": "FINISHED_STOPPED", "abort": "FINISHED_ABORTED"}
+
+
+class Unsupported(GdnfuzzError):
+    """A knob this platform's engine cannot honour; the message says which and why."""
+
+
+def unsupported_reason(scenario: Scenario) -> str | None:
+    """Why the CPU engine cannot run ``scenario`` as written, or None when it can."""
+    k = scenario.engine
+    if k.spec_decode == "eagle":
+        return "spec_decode='eagle': the tiny model has no EAGLE draft head (its MTP head runs as spec_decode='mtp')"
+    if any(r.external_tokens for r in scenario.requests):
+        return "external_tokens need a KV connector, which the engine tier does not attach"
+    if max((k.max_num_batched_tokens, *k.step_budgets)) > ENGINE_MAX_BATCHED:
+        return f"a step budget above {ENGINE_MAX_BATCHED} tokens (the engine's batch buffers)"
+    if k.mamba_block_size % 32:
+        return f"mamba_block_size {k.mamba_block_size}: the CPU attention backend needs a multiple of 32"
+    return None
+
+
+@dataclass(frozen=True)
+class EngineKey:
+    """What needs an engine of its own; ``block_size`` None is the truth engine (no prefix caching).
+
+    ``hash_block_size`` is vLLM's ``prefix_match_unit``: below ``block_size`` it turns partial hash
+    hits on, exactly as in the scenario.
+    """
+
+    block_size: int | None
+    hash_block_size: int | None = None
+    retention_interval: int | None = 0
+    num_kv_blocks: int | None = None
+    num_mtp_tokens: int = 0  # MTP speculative decoding (on CPU through workers.engine.cpu_align_kernels)
+
+    @classmethod
+    def of(cls, knobs: EngineKnobs) -> EngineKey:
+        return cls(knobs.mamba_block_size, knobs.hash_block_size, knobs.retention_interval, knobs.num_kv_blocks,
+                   knobs.num_spec_tokens)
+
+
+def build_engine(key: EngineKey) -> Any:
+    """A warm LLMEngine over the tiny model; raises Unsupported if vLLM changes the block size."""
+    from vllm import EngineArgs
+    from vllm.platforms import current_platform
+    from vllm.v1.engine.llm_engine import LLMEngine
+
+    from workers.engine.scheduler import GdnfuzzScheduler
+    from workers.tiny_model import tiny_model_dir
+
+    kwargs: dict[str, Any] = dict(
+        model=str(tiny_model_dir()), skip_tokenizer_init=True, dtype="bfloat16", enforce_eager=True, seed=0,
+        max_model_len=MAX_CONTEXT, max_num_batched_tokens=ENGINE_MAX_BATCHED, max_num_seqs=ENGINE_MAX_SEQS,
+        enable_chunked_prefill=True, async_scheduling=False, scheduler_cls=GdnfuzzScheduler,
+        num_gpu_blocks_override=key.num_kv_blocks, enable_prefix_caching=key.block_size is not None,
+    )
+    if key.block_size is not None:
+        # In align mode vLLM ties the attention block to the Mamba block (B); ask for B directly.
+        kwargs |= dict(mamba_cache_mode="align", block_size=key.block_size, prefix_match_unit=key.hash_block_size,
+                       prefix_cache_retention_interval=key.retention_interval)
+    if key.num_mtp_tokens:
+        cpu_align_kernels.register()
+        kwargs["speculative_config"] = {"method": "mtp", "num_speculative_tokens": key.num_mtp_tokens}
+    if not current_platform.is_cpu():
+        kwargs["gpu_memory_utilization"] = GPU_MEMORY_FRACTION
+    engine = LLMEngine.from_engine_args(EngineArgs(**kwargs))
+    chosen = engine.vllm_config.cache_config.mamba_block_size
+    if key.block_size is not None and chosen != key.block_size:
+        raise Unsupported(f"mamba_block_size {key.block_size}: the engine raised it to {chosen} so that the "
+                          "attention page holds the Mamba page (the smallest B this model allows)")
+    return engine
+
+
+def _scheduler(engine: Any) -> Any:
+    return engine.engine_core.engine_core.scheduler
+
+
+def _mamba_group(scheduler: Any) -> int:
+    from vllm.v1.kv_cache_interface import MambaSpec
+
+    return next(i for i, g in enumerate(scheduler.kv_cache_config.kv_cache_groups)
+                if isinstance(g.kv_cache_spec, MambaSpec))
+
+
+def _digest(tokens: tuple[int, ...] | list[int]) -> str:
+    return hashlib.blake2b(repr(tuple(tokens)).encode(), digest_size=16).hexdigest()
+
+
+@dataclass
+class Hashed:
+    """A Mamba block hashed into the prefix cache during a run, and the state it held after that step."""
+
+    step: int
+    block_id: int
+    request_id: str
+    column: int
+    claimed: int
+    tokens: tuple[int, ...]
+    state: SlotState | None = None
+    canary: bool = False
+
+
+@dataclass
+class _Live:
+    """Book-keeping for one request of the run (the engine's id is ``run_tag/rid``)."""
+
+    request: Request
+    prompt: list[int] = field(default_factory=list)
+    added_step: int | None = None
+    first_step: int | None = None
+    finish_step: int | None = None
+    hit: int | None = None
+    resume_block: int | None = None
+    output: Any = None
+
+
+class ScenarioRun:
+    """One scenario on one engine: the step loop, the per-step records and the hashed-block capture."""
+
+    def __init__(self, engine: Any, scenario: Scenario, policy: Policy | None, tag: str, block_size: int | None):
+        self.engine, self.scenario, self.tag, self.block_size = engine, scenario, tag, block_size
+        self.faults: list[Fault] = []
+        self.scheduler = _scheduler(engine)
+        self.group = _mamba_group(self.scheduler)
+        self.live = {r.id: _Live(r) for r in scenario.requests}
+        self.steps: list[StepRecord] = []
+        self.hashed: list[Hashed] = []
+        self._seen: set[tuple[int, bytes]] = set()
+        self._new: list[Hashed] = []
+        self.notes: list[str] = []
+        self.step = 0
+        self.scheduler.split = None if policy is None else contract_checked(policy.split, self._violation)
+        self.scheduler.observer = self._observe
+
+    def request_id(self, engine_id: str) -> str:
+        """The scenario's id of an engine request (``tag/rid``, plus the ``-suffix`` vLLM appends inside)."""
+        rid = engine_id.split("/", 1)[1]
+        return rid if rid in self.live else rid.rsplit("-", 1)[0]
+
+    def _violation(self, request: Any, detail: str) -> None:
+        self.faults.append(Fault(kind="contract", detail=detail, step=self.step,
+                                 request_id=self.request_id(request.request_id)))
+
+    # ------------------------------------------------------------ observer (inside schedule())
+
+    def _observe(self, scheduler: Any, output: Any) -> None:
+        record = StepRecord(step=self.step, budget=scheduler.max_num_scheduled_tokens)
+        for engine_id, n in output.num_scheduled_tokens.items():
+            rid = self.request_id(engine_id)
+            req = scheduler.requests[engine_id]
+            start = req.num_computed_tokens - n
+            blocks = scheduler.kv_cache_manager.get_blocks(engine_id).blocks[self.group]
+            column = (start + n - 1) // self.block_size if self.block_size else 0
+            write = blocks[column].block_id if column < len(blocks) and not blocks[column].is_null else -1
+            record.chunks.append(Chunk(rid, start, n, state_column=column, write_blocks=[write]))
+            live = self.live[rid]
+            if live.first_step is None:
+                live.first_step, live.hit = self.step, start
+                if self.block_size and start >= self.block_size:
+                    live.resume_block = blocks[start // self.block_size - 1].block_id
+            for col, blk in enumerate(blocks):
+                if blk.is_null or blk.block_hash is None or (blk.block_id, bytes(blk.block_hash)) in self._seen:
+                    continue
+                self._seen.add((blk.block_id, bytes(blk.block_hash)))
+                claimed = blk.block_hash_num_tokens or (col + 1) * (self.block_size or 0)
+                entry = Hashed(self.step, blk.block_id, rid, col, claimed, tuple(req.all_token_ids[:claimed]))
+                self.hashed.append(entry)
+                self._new.append(entry)
+        self.steps.append(record)
+
+    # ------------------------------------------------------------ the step loop
+
+    def _said(self) -> dict[str, list[int]]:
+        """What each request has output so far (an aborted parent: what it produced by then)."""
+        return {rid: list(live.output.outputs[0].token_ids) if live.output is not None else []
+                for rid, live in self.live.items()}
+
+    def upcoming_prompts(self) -> list[list[int]]:
+        """Known prefixes of the requests not added yet (a follow-up: at least its parent's prompt)."""
+        prompts = []
+        for live in self.live.values():
+            if live.added_step is None:
+                parent = self.live.get(live.request.continues or "")
+                prompts.append(parent.prompt if parent else own_prompt_tokens(self.scenario, live.request))
+        return prompts
+
+    def _due(self, live: _Live) -> bool:
+        r = live.request
+        if live.added_step is not None or r.arrival_step > self.step:
+            return False
+        if r.continues is None:
+            return True
+        parent_finished = self.live[r.continues].finish_step
+        return parent_finished is not None and parent_finished < self.step
+
+    def execute(self, after_step: Any = None) -> None:
+        """Drive the scenario to completion; ``after_step(run, new_hashed)`` runs after each engine step."""
+        from vllm import SamplingParams
+
+        knobs = self.scenario.engine
+        self.scheduler.max_num_running_reqs = self.scheduler.max_num_active_reqs = knobs.max_num_seqs
+        self.scheduler.scheduler_config.long_prefill_token_threshold = knobs.long_prefill_token_threshold
+        pending = set(self.live)
+        while pending:
+            if self.step >= MAX_STEPS:
+                raise LivenessError(f"{len(pending)} request(s) unfinished after {MAX_STEPS} steps")
+            for rid in sorted(pending, key=lambda i: self.scenario.requests.index(self.live[i].request)):
+                live = self.live[rid]
+                if self._due(live):
+                    live.prompt, live.added_step = prompt_tokens(self.scenario, live.request, self._said()), self.step
+                    params = SamplingParams(temperature=0.0, max_tokens=live.request.max_tokens, logprobs=TOP_K,
+                                            ignore_eos=True)
+                    self.engine.add_request(f"{self.tag}/{rid}", {"prompt_token_ids": live.prompt}, params)
+                abort = live.request.abort_step
+                if live.added_step is not None and abort is not None and abort <= self.step:
+                    self.engine.abort_request([f"{self.tag}/{rid}"])
+                    live.finish_step = self.step
+                    pending.discard(rid)
+            step = self.step
+            self.scheduler.max_num_scheduled_tokens = knobs.budget_at(step)
+            for out in self.engine.step() if self.engine.has_unfinished_requests() else []:
+                rid = self.request_id(out.request_id)
+                if rid in pending:
+                    self.live[rid].output = out  # cumulative: an aborted request keeps what it produced
+                    if out.finished:
+                        self.live[rid].finish_step = step
+                        pending.discard(rid)
+            new, self._new = self._new, []
+            if after_step is not None:
+                after_step(self, new)
+            for entry in new:
+                entry.state = engine_state.read_slot(self.engine, entry.block_id)
+            self.step += 1
+        self.scheduler.split = self.scheduler.observer = None
+
+    def outcomes(self) -> dict[str, RequestOutcome]:
+        result: dict[str, RequestOutcome] = {}
+        for rid, live in self.live.items():
+            outcome = RequestOutcome(id=rid, prompt_tokens=len(live.prompt), hit_tokens=live.hit or 0,
+                                     first_step=live.first_step, finish_step=live.finish_step,
+                                     prompt_digest=_digest(live.prompt))
+            outcome.finish_reason = FINISH_STATUS.get(None if live.output is None else
+                                                      live.output.outputs[0].finish_reason, "FINISHED_ABORTED")
+            if live.output is not None:
+                completion = live.output.outputs[0]
+                outcome.output_tokens = list(completion.token_ids)
+                outcome.logprobs = [lp[t].logprob for lp, t in zip(completion.logprobs, completion.token_ids, strict=True)]
+                outcome.top_logprobs = [{str(t): v.logprob for t, v in lp.items()} for lp in completion.logprobs]
+            result[rid] = outcome
+        return result
+
+
+class LivenessError(GdnfuzzError):
+    """The step loop made no progress to completion."""
+
+
+class EngineSession:
+    """Warm engines and the truth engine of one process; ``run`` is deterministic for a given scenario."""
+
+    def __init__(self) -> None:
+        self.engines: dict[EngineKey, Any] = {}
+        self._recomputed: OrderedDict[str, SlotState] = OrderedDict()
+        self._runs = 0
+
+    def engine(self, key: EngineKey) -> Any:
+        if key not in self.engines:
+            self.engines[key] = build_engine(key)
+        return self.engines[key]
+
+    def close(self) -> None:
+        self.engines.clear()
+        self._recomputed.clear()
+
+    def _tag(self) -> str:
+        self._runs += 1
+        return f"run{self._runs}"
+
+    # ------------------------------------------------------------ recomputation on the truth engine
+
+    def recompute(self, tokens: tuple[int, ...], positions: list[int]) -> dict[int, SlotState]:
+        """The truth engine's state after exactly ``p`` tokens of ``tokens``, for each ``p`` in positions.
+
+        One request of ``tokens[:max(positions)]`` whose per-step budgets make a chunk end at every
+        position; its single state slot is copied after each such step (kept in an LRU cache).
+        """
+        from vllm import SamplingParams
+
+        wanted = sorted({p for p in positions if _digest(tokens[:p]) not in self._recomputed})
+        if wanted:
+            engine = self.engine(EngineKey(None))
+            scheduler = _scheduler(engine)
+            group = _mamba_group(scheduler)
+            engine_id = f"{self._tag()}/recompute"
+            slot: list[int] = []
+            scheduler.observer = lambda s, o: slot.extend(s.kv_cache_manager.get_blocks(i).blocks[group][0].block_id
+                                                          for i in o.num_scheduled_tokens)
+            scheduler.split = None
+            engine.add_request(engine_id, {"prompt_token_ids": list(tokens[:wanted[-1]])},
+                               SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True))
+            done = 0
+            try:
+                for end in wanted:
+                    while done < end:
+                        step = min(end - done, ENGINE_MAX_BATCHED)
+                        scheduler.max_num_scheduled_tokens = step
+                        engine.step()
+                        done += step
+                    self._remember(_digest(tokens[:end]), engine_state.read_slot(engine, slot[-1]))
+            finally:
+                scheduler.observer = None
+                scheduler.max_num_scheduled_tokens = ENGINE_MAX_BATCHED
+            while engine.has_unfinished_requests():
+                engine.step()
+        return {p: self._recomputed[_digest(tokens[:p])] for p in positions}
+
+    def _remember(self, key: str, state: SlotState) -> None:
+        self._recomputed[key] = state
+        self._recomputed.move_to_end(key)
+        while len(self._recomputed) > 512:
+            self._recomputed.popitem(last=False)
+
+    # ------------------------------------------------------------ runs
+
+    def run(self, scenario: Scenario, policy: Policy | None, canary: bool = False) -> RunResult:
+        """Run ``scenario`` under ``policy`` (None: the truth run, prefix caching off) and audit its slots."""
+        name = TRUTH if policy is None else policy.name
+        result = RunResult(tier="engine", policy=name, scenario_id=scenario.scenario_id())
+        reason = unsupported_reason(scenario)
+        try:
+            key = EngineKey(None) if policy is None else EngineKey.of(scenario.engine)
+            if reason is None:
+                engine = self.engine(key)
+        except Unsupported as exc:
+            reason = str(exc)
+        if reason is not None:
+            result.status = RunStatus.UNSUPPORTED
+            result.notes.append(f"unsupported on this platform: {reason}")
+            return result
+        if policy is not None:
+            engine.reset_prefix_cache()
+        run = ScenarioRun(engine, scenario, policy, self._tag(), key.block_size)
+        run.execute(self._inject_canary if canary else None)
+        result.requests, result.steps, result.faults = run.outcomes(), run.steps, run.faults
+        if policy is not None:
+            self._audit(run, result)
+            if scenario.engine.block_size != key.block_size:
+                result.notes.append(f"engine block size B={key.block_size}: attention and Mamba blocks are one size "
+                                    f"in align mode (scenario block_size {scenario.engine.block_size} not applied)")
+        return result
+
+    def _inject_canary(self, run: ScenarioRun, new: list[Hashed]) -> None:
+        if not new or any(h.canary for h in run.hashed):
+            return
+        upcoming = run.upcoming_prompts()
+        read_later = [h for h in new if any(p[: h.claimed] == list(h.tokens) for p in upcoming)]
+        if not read_later and upcoming:
+            return
+        target = (read_later or new)[0]
+        off = max(target.claimed - CANARY_OFFSET, 1)
+        engine_state.write_slot(run.engine, target.block_id, self.recompute(target.tokens, [off])[off])
+        target.canary = True
+        run.notes.append(f"canary: slot {target.block_id} (hashed as state@{target.claimed}) holds state@{off}")
+
+    def _audit(self, run: ScenarioRun, result: RunResult) -> None:
+        result.hashed_mamba_blocks = len(run.hashed)
+        worst = 0.0
+        verdict_by_block: dict[int, str | None] = {}
+        for h in run.hashed:
+            assert h.state is not None
+            expected = self.recompute(h.tokens, [h.claimed])[h.claimed]
+            d = engine_state.distance(h.state, expected)
+            if d <= STATE_TOLERANCE:
+                worst = max(worst, d)
+                verdict_by_block[h.block_id] = None
+                continue
+            held_tokens, held = self._explain(run, h)
+            held = held or f"a state {d:.3f} (relative) away from state@{h.claimed}"
+            verdict_by_block[h.block_id] = held
+            result.poisoned.append(PoisonedSlot(step=h.step, block_id=h.block_id, request_id=h.request_id,
+                                                column=h.column, claimed_tokens=h.claimed, held_tokens=held_tokens,
+                                                held=f"{held} (distance {d:.3f}, tolerance {STATE_TOLERANCE})"))
+        result.notes.append(f"state audit: {len(run.hashed)} hashed Mamba slot(s), {len(result.poisoned)} poisoned; "
+                            f"largest distance among clean slots {worst:.4f} (tolerance {STATE_TOLERANCE})")
+        result.notes.extend(run.notes)
+        for rid, outcome in result.requests.items():
+            block = run.live[rid].resume_block
+            if block is not None and block in verdict_by_block:
+                held = verdict_by_block[block]
+                outcome.resume_state = held or f"state@{outcome.hit_tokens}"
+                outcome.resume_state_ok = held is None
+
+    def _explain(self, run: ScenarioRun, h: Hashed) -> tuple[int | None, str | None]:
+        """The writer's chunk end inside the claimed block whose recomputed state the slot holds, if any."""
+        assert h.state is not None and run.block_size
+        low = h.claimed - run.block_size
+        ends = sorted({c.start + c.num_tokens for s in run.steps for c in s.chunks
+                       if c.request_id == h.request_id and low < c.start + c.num_tokens < h.claimed})
+        if h.canary:
+            ends.append(max(h.claimed - CANARY_OFFSET, 1))
+        for pos, state in self.recompute(h.tokens, ends).items():
+            if engine_state.distance(h.state, state) <= STATE_TOLERANCE:
+                return pos, f"state@{pos}"
+        return None, None

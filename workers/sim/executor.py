@@ -1,0 +1,356 @@
+"""The simulated tier: vLLM's real Scheduler and KV-cache manager, a mirrored model runner.
+
+``SimExecutor().run(scenario, policy)`` drives vLLM's own ``Scheduler``
+(``add_request`` / ``schedule`` / ``update_from_output`` / ``update_draft_token_ids``,
+in the order ``EngineCore.step`` and ``post_step`` call them, synchronous
+scheduling) with the candidate split swapped in on that scheduler instance.
+Between ``schedule`` and ``update_from_output`` the runner mirror
+(``workers.sim.runner_mirror``) moves exact symbolic states between physical Mamba
+slots as vLLM's model runner would, and samples tokens from them.
+
+After every step the poison audit runs: every Mamba block in the pool that
+carries a block hash must hold exactly the state of the tokens its hash claims
+(the first ``block_hash_num_tokens`` tokens of the prefix the hash was computed
+from). A violation becomes a :class:`~fuzz.model.result.PoisonedSlot`.
+
+Deterministic: no wall clock, no global RNG; a fresh scheduler per run.
+"""
+
+from __future__ import annotations
+
+import types
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fuzz.errors import ConfigRejected
+from fuzz.model.policies import Policy, contract_checked
+from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus, StepRecord
+from fuzz.model.scenario import VOCAB_SIZE, Scenario, own_prompt_length, prompt_tokens, required_kv_blocks
+from fuzz.tiers import BaseExecutor
+from workers.sim.runner_mirror import RunnerMirror, StepWork
+from workers.sim.scheduler import build_scheduler, default_num_blocks
+from workers.sim.symbolic import State, greedy_continuation, next_token
+
+MAMBA_GROUP = 1
+STALL_STEPS = 16  # consecutive steps with work waiting but nothing scheduled: a liveness fault
+MIRROR_CHECKED_VLLM = "0.32.0"
+
+
+def check_vllm_version() -> None:
+    """Warn when the runner mirror was not checked against the installed vLLM."""
+    import vllm
+
+    if vllm.__version__ != MIRROR_CHECKED_VLLM:
+        warnings.warn(
+            f"gdnfuzz's model-runner mirror was checked against vLLM {MIRROR_CHECKED_VLLM}, "
+            f"not {vllm.__version__}: re-check workers/runner_mirror.py against "
+            "vllm/v1/worker/mamba_utils.py before trusting sim verdicts",
+            stacklevel=2,
+        )
+
+
+@dataclass
+class Claim:
+    """A hash a Mamba block carries, as first seen: what state its slot must hold from now on.
+
+    ``request_id`` is the request that last wrote the block's slot (whose split put it there), else
+    the first request whose prompt has that prefix."""
+
+    block_hash: Any
+    request_id: str
+    column: int
+    tokens: tuple[int, ...]
+    reported: bool = False
+
+
+@dataclass
+class _Run:
+    scenario: Scenario
+    scheduler: Any
+    mirror: RunnerMirror
+    result: RunResult
+    vllm_requests: dict[str, Any] = field(default_factory=dict)
+    pending: list[str] = field(default_factory=list)  # scenario order, not yet added
+    claims: dict[tuple[int, Any], Claim] = field(default_factory=dict)  # (block id, hash) -> claim
+    accept_cursor: dict[str, int] = field(default_factory=dict)
+    hasher: Callable[[Any], list[Any]] | None = None
+    prefixes: dict[Any, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # BlockHash -> preimage
+    indexed: dict[str, int] = field(default_factory=dict)  # request -> block hashes indexed
+
+
+class SimExecutor(BaseExecutor):
+    """``run(scenario, policy) -> RunResult`` on the real scheduler; ``truth(scenario)`` without caching."""
+
+    tier = "sim"
+
+    def __init__(self, max_steps: int | None = None):
+        self.max_steps = max_steps
+        check_vllm_version()
+
+    # ------------------------------------------------------------ public
+
+    def run(self, scenario: Scenario, policy: Policy) -> RunResult:
+        knobs = scenario.engine
+        total = sum(own_prompt_length(scenario, r) + r.max_tokens for r in scenario.requests)
+        num_blocks = knobs.num_kv_blocks or default_num_blocks(knobs, 2 * total)
+        if knobs.num_kv_blocks is not None and knobs.num_kv_blocks < required_kv_blocks(scenario):
+            raise ConfigRejected(
+                f"engine.num_kv_blocks {knobs.num_kv_blocks} cannot hold the scenario's largest request "
+                f"(needs {required_kv_blocks(scenario)}); vLLM refuses a KV cache smaller than one request")
+        scheduler = build_scheduler(knobs, num_blocks)
+        result = RunResult(tier=self.tier, policy=policy.name, scenario_id=scenario.scenario_id())
+        if any(r.external_tokens for r in scenario.requests):
+            result.status = RunStatus.UNSUPPORTED
+            result.notes.append("external_tokens needs a KV connector; the sim tier does not model one yet")
+            return result
+        if knobs.spec_decode == "eagle":
+            result.notes.append("eagle is configured as the target's MTP head (same EAGLE-family split)")
+        def violation(request: Any, detail: str) -> None:
+            result.faults.append(Fault(kind="contract", detail=detail, step=len(result.steps),
+                                       request_id=request.request_id))
+
+        scheduler._mamba_block_aligned_split = types.MethodType(contract_checked(policy.split, violation), scheduler)
+        run = _Run(
+            scenario=scenario,
+            scheduler=scheduler,
+            mirror=RunnerMirror(knobs.mamba_block_size, knobs.num_spec_tokens),
+            result=result,
+            pending=[r.id for r in scenario.requests],
+            hasher=_hasher(scheduler),
+        )
+        limit = self.max_steps or (max(r.arrival_step for r in scenario.requests) + 2 * total + 64)
+        try:
+            self._loop(run, limit)
+        except Exception as exc:  # anything vLLM raises mid-run is a finding, not a crash of ours
+            result.faults.append(Fault(kind="exception", detail=f"{type(exc).__name__}: {exc}",
+                                       step=len(result.steps)))
+        self._collect(run)
+        return result
+
+    def truth(self, scenario: Scenario) -> RunResult:
+        """What every request computes with exact states (prefix caching off)."""
+        result = RunResult(tier=self.tier, policy="truth", scenario_id=scenario.scenario_id())
+        outputs: dict[str, list[int]] = {}
+        for r in scenario.requests:
+            prompt = prompt_tokens(scenario, r, outputs)
+            outputs[r.id] = greedy_continuation(State(tuple(prompt)), r.max_tokens)
+            result.requests[r.id] = RequestOutcome(id=r.id, prompt_tokens=len(prompt),
+                                                   prompt_digest=State(tuple(prompt)).fingerprint(),
+                                                   output_tokens=list(outputs[r.id]))
+        return result
+
+    # ------------------------------------------------------------ the loop
+
+    def _loop(self, run: _Run, limit: int) -> None:
+        from vllm.v1.request import RequestStatus
+
+        stalled = 0
+        for step in range(limit):
+            self._admit(run, step)
+            for rid, req in run.vllm_requests.items():
+                abort = run.scenario.request(rid).abort_step
+                if abort == step and not req.is_finished():
+                    run.scheduler.finish_requests(rid, RequestStatus.FINISHED_ABORTED)
+            if not run.pending and not run.scheduler.has_requests():
+                return
+            budget = run.scenario.engine.budget_at(step)
+            run.scheduler.max_num_scheduled_tokens = budget
+            output = run.scheduler.schedule()
+            record = StepRecord(step=step, budget=budget)
+            run.result.steps.append(record)
+            model_output, drafts = self._execute(run, output, record)
+            run.scheduler.update_from_output(output, model_output)
+            if drafts is not None:
+                run.scheduler.update_draft_token_ids(drafts)
+            self._audit(run, step)
+            self._note_finished(run, step)
+            waiting = run.scheduler.get_num_unfinished_requests() > 0
+            stalled = stalled + 1 if waiting and output.total_num_scheduled_tokens == 0 else 0
+            if stalled >= STALL_STEPS:
+                run.result.faults.append(Fault(
+                    kind="liveness", detail=f"nothing scheduled for {STALL_STEPS} steps with requests waiting",
+                    step=step))
+                return
+        if run.pending or run.scheduler.has_requests():
+            run.result.faults.append(Fault(kind="liveness", detail=f"requests unfinished after {limit} steps",
+                                           step=limit))
+
+    def _admit(self, run: _Run, step: int) -> None:
+        from vllm.sampling_params import SamplingParams
+        from vllm.v1.request import Request
+
+        outputs = {rid: list(req.output_token_ids) for rid, req in run.vllm_requests.items()}
+        for rid in list(run.pending):
+            spec = run.scenario.request(rid)
+            if spec.arrival_step > step:
+                continue
+            if spec.continues is not None:
+                parent = run.vllm_requests.get(spec.continues)
+                if parent is None or not parent.is_finished():
+                    continue
+            prompt = prompt_tokens(run.scenario, spec, outputs)
+            params = SamplingParams(max_tokens=spec.max_tokens, temperature=0.0, ignore_eos=True)
+            request = Request(rid, prompt, params, None, block_hasher=run.hasher)
+            run.vllm_requests[rid] = request
+            run.scheduler.add_request(request)
+            run.pending.remove(rid)
+            exact = State(tuple(prompt))
+            run.result.requests[rid] = RequestOutcome(
+                id=rid, prompt_tokens=len(prompt), prompt_digest=exact.fingerprint(),
+                expected_tokens=greedy_continuation(exact, spec.max_tokens))
+
+    def _execute(self, run: _Run, output: Any, record: StepRecord) -> tuple[Any, Any]:
+        """The model runner's part of a step: block tables, states, sampling, drafts."""
+        from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
+
+        mirror = run.mirror
+        mirror.forget(set(output.finished_req_ids) | set(output.preempted_req_ids or ()))
+        for rid in output.finished_req_ids:
+            mirror.drop(rid)
+        block_copies = mirror.zero_and_copy(
+            list(output.new_block_ids_to_zero or ()),
+            [(c.src_block_id, c.dst_block_id) for c in output.kv_cache_block_copies or ()],
+        )
+        for new in output.scheduled_new_reqs:
+            mirror.add(new.req_id, new.block_ids[MAMBA_GROUP], new.num_computed_tokens)
+            self._note_resume(run, new.req_id, new.num_computed_tokens, first=True)
+        cached = output.scheduled_cached_reqs
+        for i, rid in enumerate(cached.req_ids):
+            blocks = cached.new_block_ids[i]
+            if rid in cached.resumed_req_ids:
+                mirror.add(rid, blocks[MAMBA_GROUP] if blocks else [], cached.num_computed_tokens[i])
+                self._note_resume(run, rid, cached.num_computed_tokens[i], first=False)
+            else:
+                mirror.extend(rid, blocks[MAMBA_GROUP] if blocks else None, cached.num_computed_tokens[i])
+
+        work: list[StepWork] = []
+        for rid, n in output.num_scheduled_tokens.items():
+            request = run.vllm_requests[rid]
+            drafts = list(output.scheduled_spec_decode_tokens.get(rid, ()))
+            start = mirror.requests[rid].num_computed
+            known = request.all_token_ids[start : start + n - len(drafts)]
+            work.append(StepWork(rid, list(known) + drafts, len(drafts),
+                                 samples=start + n - len(drafts) >= request.num_tokens))
+        outcome = mirror.step(work, block_copies)
+        record.chunks = outcome.chunks
+        record.copies = outcome.copies
+
+        req_ids = list(output.num_scheduled_tokens)
+        model_output = ModelRunnerOutput(
+            req_ids=req_ids,
+            req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
+            sampled_token_ids=[outcome.sampled[rid] for rid in req_ids],
+        )
+        num_spec = run.scenario.engine.num_spec_tokens
+        if not num_spec:
+            return model_output, None
+        draft_ids = [rid for rid in req_ids if outcome.sampled[rid]]
+        drafts = [self._drafts(run, rid, outcome.running[rid], outcome.sampled[rid][-1], num_spec)
+                  for rid in draft_ids]
+        return model_output, DraftTokenIds(draft_ids, drafts)
+
+    def _drafts(self, run: _Run, rid: str, running: State, last: int, count: int) -> list[int]:
+        """Draft tokens of which exactly the scenario's accept count are what the target samples."""
+        pattern = run.scenario.request(rid).accept
+        cursor = run.accept_cursor.get(rid, 0)
+        run.accept_cursor[rid] = cursor + 1
+        correct = min(pattern[cursor % len(pattern)], count) if pattern else count
+        drafts: list[int] = []
+        state = running.extend((last,))
+        for i in range(count):
+            token = next_token(state)
+            if i >= correct:
+                token = token % (VOCAB_SIZE - 1) + 1  # any other valid token: a rejected draft
+            drafts.append(token)
+            state = state.extend((token,))
+        return drafts
+
+    def _note_resume(self, run: _Run, rid: str, num_computed: int, first: bool) -> None:
+        outcome = run.result.requests[rid]
+        if first:
+            outcome.first_step = len(run.result.steps) - 1
+        if num_computed <= 0:
+            return
+        state = run.mirror.resume_state(rid)
+        tokens = run.vllm_requests[rid].all_token_ids[:num_computed]
+        ok = state.tokens == tuple(tokens)
+        if first or outcome.hit_tokens == 0:
+            outcome.hit_tokens = num_computed
+            outcome.resume_state = state.fingerprint()
+            outcome.resume_state_ok = ok
+        elif not ok:
+            outcome.resume_state_ok = False
+
+    # ------------------------------------------------------------ the audit
+
+    def _audit(self, run: _Run, step: int) -> None:
+        """Every hash a Mamba block carries claims a state; the block's slot must hold exactly it.
+
+        The pool's hash index (what ``get_cached_block`` looks up) is scanned, not the live
+        requests' block tables: a block stays hashed, and can be hit, after the request that cached
+        it has finished; and a block registered under several hashes is audited for each."""
+        from vllm.v1.core.kv_cache_utils import get_block_hash, get_group_id
+
+        self._index_prefixes(run)
+        pool = run.scheduler.kv_cache_manager.block_pool
+        block_size = run.scenario.engine.mamba_block_size
+        live: set[tuple[int, Any]] = set()
+        for key, entry in pool.cached_block_hash_to_block._cache.items():
+            if get_group_id(key) != MAMBA_GROUP:
+                continue
+            for block in entry.values() if isinstance(entry, dict) else (entry,):
+                live.add((block.block_id, key))
+                claim = run.claims.get((block.block_id, key))
+                if claim is None:
+                    rid, tokens = run.prefixes[get_block_hash(key)]
+                    owner = run.mirror.writers.get(block.block_id, rid)
+                    claim = Claim(key, owner, (len(tokens) - 1) // block_size, tokens)
+                    run.claims[(block.block_id, key)] = claim
+                elif claim.reported:
+                    continue
+                held = run.mirror.slot(block.block_id)
+                if held.tokens != claim.tokens:
+                    claim.reported = True
+                    held_tokens, text = held.describe_against(claim.tokens)
+                    run.result.poisoned.append(PoisonedSlot(
+                        step=step, block_id=block.block_id, request_id=claim.request_id, column=claim.column,
+                        claimed_tokens=len(claim.tokens), held_tokens=held_tokens, held=text))
+        for gone in set(run.claims) - live:
+            del run.claims[gone]  # evicted: the slot is free to hold anything
+        run.result.hashed_mamba_blocks = max(run.result.hashed_mamba_blocks, len(run.claims))
+
+    @staticmethod
+    def _index_prefixes(run: _Run) -> None:
+        """Map every block hash a request computed to its preimage: that request's first tokens."""
+        size = run.scheduler.hash_block_size
+        for rid, request in run.vllm_requests.items():
+            done = run.indexed.get(rid, 0)
+            for i in range(done, len(request.block_hashes)):
+                run.prefixes.setdefault(request.block_hashes[i], (rid, tuple(request.all_token_ids[: (i + 1) * size])))
+            run.indexed[rid] = len(request.block_hashes)
+
+    @staticmethod
+    def _note_finished(run: _Run, step: int) -> None:
+        for rid, request in run.vllm_requests.items():
+            outcome = run.result.requests[rid]
+            if outcome.finish_step is None and request.is_finished():
+                outcome.finish_step = step
+                outcome.finish_reason = str(request.status)
+
+    @staticmethod
+    def _collect(run: _Run) -> None:
+        for rid, request in run.vllm_requests.items():
+            run.result.requests[rid].output_tokens = list(request.output_token_ids)
+
+
+def _hasher(scheduler: Any) -> Callable[[Any], list[Any]]:
+    """vLLM's own request block hasher at the scheduler's hash block size (as EngineCore builds it)."""
+    from vllm.utils.hashing import get_hash_fn_by_name
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+
+    hash_fn = get_hash_fn_by_name(scheduler.cache_config.prefix_caching_hash_algo)
+    init_none_hash(hash_fn)
+    return get_request_block_hasher(scheduler.hash_block_size, hash_fn)
+

@@ -1,0 +1,200 @@
+"""Build vLLM's real Scheduler offline, for one set of engine knobs, with no model.
+
+The Scheduler and its KVCacheManager are vLLM's own classes; only the inputs
+that the engine would normally derive from a loaded model are made here: a
+``VllmConfig`` from ``EngineArgs`` over the tiny hybrid config directory
+(``workers.tiny_model.tiny_config_dir``), and a hybrid ``KVCacheConfig`` with one
+full-attention group and one Mamba (GDN) group in align mode.
+
+Invariant: a ``VllmConfig`` is built once per distinct set of cache and
+speculative-decoding knobs (about 0.2 s warm, seconds cold) and cached; the
+scheduler knobs (budget, long-prefill threshold, max_num_seqs) are set on a
+copy of its ``SchedulerConfig`` and checked by vLLM's own
+``SchedulerConfig.verify_max_model_len``; every ``build_scheduler`` call gets a
+fresh Scheduler with an empty prefix cache (about 15 ms).
+A knob set that vLLM rejects raises :class:`ConfigRejected` with vLLM's reason
+in one line.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from fuzz.errors import ConfigRejected
+from fuzz.model.scenario import MAX_CONTEXT, EngineKnobs
+
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+
+GDN_LAYER = "model.layers.0.linear_attn"
+ATTENTION_LAYER = "model.layers.1.self_attn"
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """The knobs the VllmConfig is built from (the scheduler knobs are set per run)."""
+
+    mamba_block_size: int
+    block_size: int
+    hash_block_size: int
+    spec_decode: str
+    num_speculative_tokens: int
+    retention_interval: int | None
+
+    @classmethod
+    def of(cls, knobs: EngineKnobs) -> ConfigKey:
+        return cls(
+            knobs.mamba_block_size,
+            knobs.block_size,
+            knobs.hash_block_size,
+            knobs.spec_decode,
+            knobs.num_spec_tokens,
+            knobs.retention_interval,
+        )
+
+
+def one_line_reason(exc: BaseException) -> str:
+    """vLLM's reason for an exception in one line (pydantic's "Value error, ..." when present)."""
+    text = " ".join(str(exc).split())
+    if "Value error, " in text:
+        text = text.split("Value error, ", 1)[1].split(" [type=", 1)[0]
+    text = text or type(exc).__name__
+    return text if len(text) <= 240 else text[:237] + "..."
+
+
+def _quiet_vllm() -> None:
+    for name in ("vllm", "vllm.config", "vllm.engine"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+@functools.lru_cache(maxsize=64)
+def vllm_config_for(key: ConfigKey) -> Any:
+    """The VllmConfig vLLM's own EngineArgs produce for these knobs (cached)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    from workers.tiny_model import tiny_config_dir
+
+    _quiet_vllm()
+    speculative = (
+        None
+        if key.spec_decode == "off"
+        else {"method": key.spec_decode, "num_speculative_tokens": key.num_speculative_tokens}
+    )
+    if key.spec_decode == "eagle":
+        # vLLM has no EAGLE draft architecture for Qwen3-Next; the target's MTP
+        # head is configured instead. The scheduler treats both as the EAGLE
+        # family (use_eagle, use_eagle_block_drop), which is all the split sees.
+        speculative = {**speculative, "method": "mtp"}
+    try:
+        args = EngineArgs(
+            model=str(tiny_config_dir()),
+            skip_tokenizer_init=True,
+            load_format="dummy",
+            dtype="bfloat16",
+            enforce_eager=True,
+            max_model_len=MAX_CONTEXT,
+            enable_prefix_caching=True,
+            mamba_cache_mode="align",
+            # As in vLLM's engine after hybrid alignment: cache_config.block_size
+            # is B, which is what the split reads as the Mamba block size.
+            mamba_block_size=key.mamba_block_size,
+            block_size=key.mamba_block_size,
+            prefix_match_unit=key.hash_block_size,
+            prefix_cache_retention_interval=key.retention_interval,
+            speculative_config=speculative,
+            async_scheduling=False,  # the sim drives EngineCore.step's synchronous order
+        )
+        return args.create_engine_config()
+    except Exception as exc:  # vLLM validates with several exception types
+        raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None
+
+
+def with_scheduler_knobs(base: Any, knobs: EngineKnobs) -> Any:
+    """A copy of ``base`` with the scenario's scheduler knobs, validated as vLLM validates them."""
+    config = copy.copy(base)
+    config.max_num_batched_tokens = knobs.max_num_batched_tokens
+    config.max_num_scheduled_tokens = None  # the sim sets each step's budget itself
+    config.long_prefill_token_threshold = knobs.long_prefill_token_threshold
+    config.max_num_seqs = knobs.max_num_seqs
+    try:
+        config.verify_max_model_len(MAX_CONTEXT)
+    except ValueError as exc:
+        raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None
+    return config
+
+
+def kv_cache_config_for(vllm_config: Any, knobs: EngineKnobs, num_blocks: int) -> Any:
+    """A hybrid KVCacheConfig: full attention (block_size) + GDN Mamba (align, B), shaped as the tiny model's."""
+    import torch
+    from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
+    from vllm.v1.kv_cache_interface import (
+        FullAttentionSpec,
+        KVCacheConfig,
+        KVCacheGroupSpec,
+        MambaSpec,
+    )
+
+    from workers.tiny_model import TINY_CONFIG as m
+    from workers.tiny_model import gdn_state_shapes
+
+    attention = FullAttentionSpec(
+        block_size=knobs.block_size, num_kv_heads=m["num_key_value_heads"], head_size=m["head_dim"],
+        dtype=torch.bfloat16,
+    )
+    mamba = MambaSpec(
+        block_size=knobs.mamba_block_size,
+        shapes=gdn_state_shapes(m),
+        dtypes=(torch.bfloat16, torch.bfloat16),
+        mamba_type=MambaAttentionBackendEnum.GDN_ATTN,
+        mamba_cache_mode="align",
+        num_speculative_blocks=vllm_config.num_speculative_tokens,
+    )
+    return KVCacheConfig(
+        num_blocks=num_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec([ATTENTION_LAYER], attention),
+            KVCacheGroupSpec([GDN_LAYER], mamba),
+        ],
+        prefix_cache_retention_interval=knobs.retention_interval,
+    )
+
+
+def default_num_blocks(knobs: EngineKnobs, total_tokens: int) -> int:
+    """Enough blocks that nothing is evicted: every token of every request, twice over."""
+    return 2 * (total_tokens // knobs.block_size + 64 * (knobs.num_spec_tokens + 4)) + 256
+
+
+def build_scheduler(knobs: EngineKnobs, num_blocks: int) -> Any:
+    """A fresh real Scheduler (empty cache) for these knobs."""
+    from vllm.v1.core.kv_cache_utils import (
+        resolve_cache_hit_alignment_tokens,
+        resolve_kv_cache_block_sizes,
+    )
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    vllm_config = copy.copy(vllm_config_for(ConfigKey.of(knobs)))
+    vllm_config.cache_config = copy.copy(vllm_config.cache_config)
+    vllm_config.cache_config.num_gpu_blocks = num_blocks
+    vllm_config.scheduler_config = with_scheduler_knobs(vllm_config.scheduler_config, knobs)
+    kv_cache_config = kv_cache_config_for(vllm_config, knobs, num_blocks)
+    try:
+        scheduler_block_size, hash_block_size = resolve_kv_cache_block_sizes(kv_cache_config, vllm_config)
+        kv_cache_config.hash_block_size = hash_block_size
+        kv_cache_config.cache_hit_alignment_tokens = resolve_cache_hit_alignment_tokens(
+            kv_cache_config, vllm_config, scheduler_block_size, hash_block_size
+        )
+        return Scheduler(
+            vllm_config=vllm_config,
+            kv_cache_config=kv_cache_config,
+            structured_output_manager=StructuredOutputManager(vllm_config),
+            block_size=scheduler_block_size,
+            hash_block_size=hash_block_size,
+        )
+    except (ValueError, AssertionError, NotImplementedError) as exc:
+        raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None

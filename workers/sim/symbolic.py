@@ -1,0 +1,78 @@
+"""Exact symbolic recurrent states, and the deterministic toy "model" that reads them.
+
+A ``State`` is the exact sequence of token ids a recurrent (GDN/Mamba) state has
+consumed, in order. Two states are equal iff they consumed the same tokens; a
+state written at the wrong position (state@364 where state@1600 belongs) is a
+different value, so every downstream token sampled from it differs, the way a
+real model's outputs would drift.
+
+``next_token(state)`` is the toy model: a hash of the state. A request's greedy
+continuation is therefore a pure function of the tokens its state consumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+
+from fuzz.model.scenario import VOCAB_SIZE
+
+
+class State:
+    """Immutable: the tokens consumed, with the digest computed once."""
+
+    __slots__ = ("tokens", "_digest")
+
+    def __init__(self, tokens: tuple[int, ...] = ()):
+        self.tokens = tokens
+        self._digest: bytes | None = None
+
+    def extend(self, more: list[int] | tuple[int, ...]) -> State:
+        return State(self.tokens + tuple(more)) if more else self
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, State) and self.tokens == other.tokens
+
+    def __hash__(self) -> int:
+        return hash(self.digest())
+
+    def digest(self) -> bytes:
+        if self._digest is None:
+            self._digest = hashlib.blake2b(array("I", self.tokens).tobytes(), digest_size=16).digest()
+        return self._digest
+
+    def fingerprint(self) -> str:
+        return self.digest().hex()[:12]
+
+    def describe_against(self, expected: list[int] | tuple[int, ...]) -> tuple[int | None, str]:
+        """(prefix length held, text): ``state@364`` when this is a prefix of ``expected``."""
+        n = len(self.tokens)
+        if n <= len(expected) and tuple(expected[:n]) == self.tokens:
+            return n, f"state@{n}"
+        common = 0
+        for a, b in zip(self.tokens, expected, strict=False):
+            if a != b:
+                break
+            common += 1
+        return None, f"a state of {n} tokens that leaves the prompt after {common}"
+
+
+ZERO = State()
+
+
+def next_token(state: State) -> int:
+    """The toy model's greedy token after ``state`` (never 0: 0 is no token id)."""
+    return int.from_bytes(state.digest()[:4], "little") % (VOCAB_SIZE - 1) + 1
+
+
+def greedy_continuation(state: State, count: int) -> list[int]:
+    """``count`` greedy tokens from ``state``: what a run with exact states produces."""
+    out: list[int] = []
+    for _ in range(count):
+        token = next_token(state)
+        out.append(token)
+        state = state.extend((token,))
+    return out
