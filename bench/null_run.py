@@ -1,8 +1,9 @@
 """The null run and the determinism check of the sim tier (issue 2's "done means"), as figures.
 
 1. ``gdnfuzz gen --seed SEED --count COUNT --out DIR``;
-2. ``gdnfuzz replay DIR/*.json --candidate vllm --reference vllm --json``: must exit 0 (any
-   diverged row is a false positive of the sim or the oracle: its file and verdict are printed);
+2. ``gdnfuzz replay DIR/*.json --candidate vllm --reference vllm --json``: a diverged row is a bug
+   of vLLM's own that the corpus records (``fuzz.triage.baseline.recorded_own_findings``: counted by
+   signature) or else a false positive of the sim or the oracle (its file and verdict are printed);
 3. the same with ``--candidate naive``: how many scenarios diverge (the canary's detection rate);
 4. determinism: the seed corpus case replayed ``--repeat`` times in this process gives one verdict
    and one candidate/reference fingerprint pair, and so do two child processes with other
@@ -34,13 +35,15 @@ FINGERPRINTS = (
     "import sys\n"
     "s, _ = load_scenario(sys.argv[1])\n"
     "r = replay(s, resolve_policy('pre-51113'), resolve_policy('vllm'))\n"
-    "print(r.verdict.status, r.verdict.summary, r.candidate.fingerprint(), r.reference.fingerprint())\n"
+    "print(r.verdict.status, r.verdict.summary, r.candidate.fingerprint(), r.reference.fingerprint(),\n"
+    "      [(e.kind, e.details['amount']) for e in r.verdict.efficiency])\n"
 )
 
 
 def replay_dir(files: list[str], candidate: str) -> tuple[int, list[dict], float]:
     start = time.perf_counter()
-    proc = subprocess.run([GDNFUZZ, "replay", *files, "--candidate", candidate, "--reference", "vllm", "--json"],
+    proc = subprocess.run([GDNFUZZ, "replay", *files, "--candidate", candidate, "--reference", "vllm", "--json",
+                           "--fail-on", "any"],
                           capture_output=True, text=True, cwd=ROOT)
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode == 2:
@@ -49,6 +52,9 @@ def replay_dir(files: list[str], candidate: str) -> tuple[int, list[dict], float
 
 
 def null_run(out: Path, seed: int, count: int) -> None:
+    from fuzz.model.policies import resolve_policy
+    from fuzz.triage.baseline import recorded_own_findings
+
     start = time.perf_counter()
     subprocess.run([GDNFUZZ, "gen", "--seed", str(seed), "--count", str(count), "--out", str(out)],
                    check=True, cwd=ROOT, capture_output=True)
@@ -61,9 +67,18 @@ def null_run(out: Path, seed: int, count: int) -> None:
               f"{dict(sorted(verdicts.items()))}, {wall:.1f} s ({len(rows) / wall:.1f} scenarios/s)")
         diverged = [r for r in rows if r["verdict"] == "diverged"]
         if candidate == "vllm":
+            known = recorded_own_findings(ROOT / "corpus" / "regressions", resolve_policy("vllm"))
+            recorded = Counter(r["signature"] for r in diverged if r["signature"] in known)
+            print(f"  vLLM's own bugs the corpus records (both sides wrong): {sum(recorded.values())} "
+                  f"scenarios, {dict(recorded)}")
             for r in diverged:
-                print(f"  FALSE POSITIVE {r['file']}: {r['side']} {r['kind']} "
-                      f"(request {r['first_request']}, step {r['first_step']})")
+                if r["signature"] not in known:
+                    print(f"  FALSE POSITIVE {r['file']}: {r['signature']}: {r['kind']} "
+                          f"(request {r['first_request']}, step {r['first_step']})")
+            costly = [r for r in rows if r.get("efficiency")]
+            print(f"  efficiency findings: {sum(len(r['efficiency']) for r in costly)} in {len(costly)} scenarios")
+            for r in costly:
+                print(f"  FALSE POSITIVE (efficiency) {r['file']}: {'; '.join(r['efficiency'])}")
         else:
             kinds = Counter(r["kind"].split(" ", 1)[0] if r["kind"] else "" for r in diverged)
             print(f"  diverged {len(diverged)}/{len(rows)}; first-finding summaries by first word: {dict(kinds)}")
@@ -76,11 +91,12 @@ def determinism(repeat: int) -> None:
 
     scenario, _ = load_scenario(SEED_CASE)
     candidate, reference = resolve_policy("pre-51113"), resolve_policy("vllm")
-    seen: Counter[tuple[str, str, str, str]] = Counter()
+    seen: Counter[tuple[str, str, str, str, tuple[str, ...]]] = Counter()
     start = time.perf_counter()
     for _ in range(repeat):
         r = replay(scenario, candidate, reference)
-        seen[(r.verdict.status, r.verdict.summary, r.candidate.fingerprint(), r.reference.fingerprint())] += 1
+        costs = tuple(f"{e.kind}:{e.details['amount']}" for e in r.verdict.efficiency)
+        seen[(r.verdict.status, r.verdict.summary, r.candidate.fingerprint(), r.reference.fingerprint(), costs)] += 1
     print(f"determinism: {repeat} in-process replays of {SEED_CASE.name} in {time.perf_counter() - start:.1f} s: "
           f"{len(seen)} distinct (verdict, kind, fingerprints): {dict(seen)}")
     for hash_seed in ("1", "12345"):

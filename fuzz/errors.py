@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     DIVERGED = 1  # a divergence, or a saved finding
     BAD_INPUT = 2  # a malformed file, unknown policy, config vLLM rejects: one line on stderr
     TIERS_DISAGREE = 3  # replay --tier both: sim and engine disagree on a scenario
+    REGRESSED = 4  # --fail-on efficiency|any: only efficiency findings (lost cache hits, extra passes)
     INTERRUPTED = 130  # ^C
 
 

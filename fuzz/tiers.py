@@ -11,6 +11,8 @@ invariants, which the oracle and every caller rely on:
   the reason in ``notes``, never an exception; a configuration vLLM itself rejects raises
   :class:`~fuzz.errors.ConfigRejected` (the input is invalid on every tier).
 - The policy's split is installed through ``fuzz.model.policies.contract_checked`` on every tier.
+- ``as_run(scenario)`` is the configuration the tier really runs (the engine ties the attention
+  block to B in align mode); comparisons between tiers use it.
 - ``canary_detected(scenario)`` says whether this tier catches a deliberately corrupted slot in the
   scenario's configuration: ``True`` / ``False`` on tiers with real numerics, ``None`` where states
   are exact (the sim tier compares token sequences, so a wrong slot cannot look right).
@@ -37,6 +39,10 @@ EXECUTORS = {
 }
 TIERS = tuple(EXECUTORS)
 # The kernel tier's own fuzz target (``gdnfuzz run --target kernels``): bytes in, conformance checked.
+# The liveness rule every tier applies: this many consecutive steps with requests waiting and nothing
+# scheduled end the run with a ``liveness`` fault (a split that keeps answering 0 never finishes).
+STALL_STEPS = 16
+
 KERNEL_CONFORMANCE_TARGET = "workers.kernels.conformance:kernel_conformance_one_input"
 
 
@@ -54,6 +60,8 @@ class Executor(Protocol):
     def canary_detected(self, scenario: Scenario) -> bool | None: ...
 
     def poison_verdict(self, scenario: Scenario, policy: Policy) -> PoisonVerdict: ...
+
+    def as_run(self, scenario: Scenario) -> Scenario: ...
 
     def close(self) -> None: ...
 
@@ -91,6 +99,11 @@ class BaseExecutor:
     def canary_run(self, scenario: Scenario) -> tuple[RunResult | None, bool | None]:
         """The canary's run (None where the tier keeps none) and whether it was caught."""
         return None, self.canary_detected(scenario)
+
+    def as_run(self, scenario: Scenario) -> Scenario:
+        """The scenario as this tier actually runs it: a knob the tier cannot honour replaced by the
+        value it uses, so another tier can be compared with it on the same configuration."""
+        return scenario
 
     def close(self) -> None:
         return None

@@ -14,7 +14,7 @@ python=${PYTHON:-python3.11}
 command -v "$python" >/dev/null || python=python3
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade "pip>=24" 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install --quiet -e ".[${extra},test]" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install --quiet -e ".[${extra},campaign,issues,schema,test]" 2>&1 | grep -v "^WARNING: Location" || true
 if [ "$extra" = cpu ]; then
   .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>&1 | grep -v "^WARNING" || true
 fi

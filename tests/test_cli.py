@@ -45,13 +45,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert "vLLM rejects" in _one_line_error(capsys)
 
 
-def test_external_tokens_are_unsupported_not_clean(tmp_path, capsys):
+def test_external_tokens_run_on_the_sim_tier_through_the_connector(tmp_path, capsys):
     data = json.loads(seed_case().read_text())
     data["requests"][1]["external_tokens"] = 64
     path = tmp_path / "ext.json"
     path.write_text(json.dumps(data))
-    assert main(["replay", str(path), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out.strip())["verdict"] == "unsupported"
+    assert main(["replay", str(path), "--json"]) == 1  # the seed bug, with the follower's prefix held externally
+    assert json.loads(capsys.readouterr().out.strip())["verdict"] == "diverged"
 
 
 def test_gen_writes_valid_scenarios(tmp_path, capsys):

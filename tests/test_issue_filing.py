@@ -1,128 +1,29 @@
-"""gdnfuzz file-issue against a GitHub API server on loopback (real HTTP, in-memory state)."""
+"""gdnfuzz file-issue against a GitHub API server on loopback (real HTTP, in-memory state: github_server)."""
 
 from __future__ import annotations
 
 import json
 import logging
-import threading
-import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from bundle_fixtures import write_bundle
+from github_server import TOKEN, FakeGitHub, serving
 
 from fuzz.cli import main
 from fuzz.report.github import file_issue
 from fuzz.report.issue import issue_title, regression_snippet, title_names
 from fuzz.store.bundle import BundleError, load_bundle
 
-TOKEN = "ghp_testtoken0123456789abcdefSECRET"
 SIG = "poisoned-slot.eagle.unaligned-resume.3f9a"
-
-
-class FakeGitHub:
-    """The few endpoints file-issue uses, over one repository, state in memory."""
-
-    def __init__(self, repo: str, echo_token_in_errors: bool = False):
-        self.repo = repo
-        self.issues: list[dict[str, Any]] = []
-        self.comments: list[dict[str, Any]] = []
-        self.requests: list[tuple[str, str, str | None]] = []  # method, path, Authorization header
-        self.echo_token_in_errors = echo_token_in_errors
-        self.base = ""
-
-    def issue_json(self, issue: dict[str, Any]) -> dict[str, Any]:
-        url = f"{self.base}/repos/{self.repo}/issues/{issue['number']}"
-        return {
-            "id": issue["number"],
-            "number": issue["number"],
-            "title": issue["title"],
-            "body": issue["body"],
-            "state": issue["state"],
-            "labels": [{"name": n, "url": f"{self.base}/repos/{self.repo}/labels/{n}"} for n in issue["labels"]],
-            "url": url,
-            "html_url": f"https://github.invalid/{self.repo}/issues/{issue['number']}",
-            "comments": sum(c["issue"] == issue["number"] for c in self.comments),
-        }
-
-    def handle(self, method: str, raw_path: str, auth: str | None, body: Any) -> tuple[int, Any]:
-        path, _, query = raw_path.partition("?")
-        params = dict(urllib.parse.parse_qsl(query))
-        self.requests.append((method, path, auth))
-        if self.echo_token_in_errors:
-            return 422, {"message": f"Validation Failed for {auth}"}
-        if auth not in (f"token {TOKEN}", f"Bearer {TOKEN}"):
-            return 401, {"message": "Bad credentials"}
-        repo_path = f"/repos/{self.repo}"
-        if method == "GET" and path == repo_path:
-            owner, name = self.repo.split("/")
-            return 200, {
-                "id": 1,
-                "name": name,
-                "full_name": self.repo,
-                "owner": {"login": owner},
-                "url": f"{self.base}{repo_path}",
-            }
-        if method == "GET" and path == f"{repo_path}/issues":
-            wanted = set(filter(None, params.get("labels", "").split(",")))
-            found = [i for i in self.issues if i["state"] == params.get("state", "open") and wanted <= set(i["labels"])]
-            return 200, [self.issue_json(i) for i in found]
-        if method == "GET" and path == "/search/issues":
-            phrase = params["q"].split('"')[1]
-            found = [i for i in self.issues if i["state"] == "open" and phrase in i["title"]]
-            return 200, {
-                "total_count": len(found),
-                "incomplete_results": False,
-                "items": [self.issue_json(i) for i in found],
-            }
-        if method == "POST" and path == f"{repo_path}/issues":
-            issue = {"number": len(self.issues) + 1, "state": "open", **body, "labels": body.get("labels", [])}
-            self.issues.append(issue)
-            return 201, self.issue_json(issue)
-        if method == "POST" and path.startswith(f"{repo_path}/issues/") and path.endswith("/comments"):
-            number = int(path.split("/")[-2])
-            comment = {"id": len(self.comments) + 1, "issue": number, "body": body["body"]}
-            self.comments.append(comment)
-            return 201, {
-                "id": comment["id"],
-                "body": comment["body"],
-                "url": f"{self.base}{repo_path}/issues/comments/{comment['id']}",
-                "html_url": f"https://github.invalid/{self.repo}/issues/{number}#issuecomment-{comment['id']}",
-            }
-        return 404, {"message": "Not Found"}
 
 
 @pytest.fixture
 def server() -> Iterator[FakeGitHub]:
-    fake = FakeGitHub("octo/vllm")
-
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length)) if length else None
-            status, payload = fake.handle(self.command, self.path, self.headers.get("Authorization"), body)
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        do_GET = do_POST = _serve
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    fake.base = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield fake
-    httpd.shutdown()
-    httpd.server_close()
+    with serving() as fake:
+        yield fake
 
 
 def _cli(argv: list[str]) -> int:

@@ -9,15 +9,38 @@ from __future__ import annotations
 
 import argparse
 
-from fuzz.cli import campaign, confirm, dashboard, file_issue, gen, minimize, policies, replay, run, status
+from fuzz import package_version
+from fuzz.cli import (
+    bisect,
+    campaign,
+    ci,
+    compare,
+    confirm,
+    coverage,
+    dashboard,
+    fidelity,
+    file_issue,
+    gen,
+    merge,
+    minimize,
+    policies,
+    prune,
+    replay,
+    run,
+    status,
+    verify_fixed,
+)
 from fuzz.errors import exit_code_of
 
-SUBCOMMANDS = (replay, gen, policies, run, minimize, confirm, campaign, status, dashboard, file_issue)
+SUBCOMMANDS = (replay, compare, gen, policies, run, minimize, confirm, campaign, status, dashboard, file_issue,
+               coverage, ci, merge, prune, fidelity, verify_fixed, bisect)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gdnfuzz", description="Differential fuzzing of vLLM's Mamba/GDN align-mode chunk split.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
+                        help="print gdnfuzz's version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
     for module in SUBCOMMANDS:
         module.add_parser(sub)
@@ -25,5 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # Shell completion (``eval "$(register-python-argcomplete gdnfuzz)"``): answers and exits only when
+    # the shell asks (``_ARGCOMPLETE`` set); otherwise a no-op.
+    import argcomplete
+
+    argcomplete.autocomplete(parser)
+    args = parser.parse_args(argv)
     return exit_code_of(lambda: args.func(args), f"gdnfuzz {args.command}")

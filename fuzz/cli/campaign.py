@@ -12,9 +12,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fuzz.cli.options import add_policy_args, add_store_args
-from fuzz.errors import ExitCode, InputError
+from fuzz.cli.options import add_fail_on_arg, add_policy_args, add_store_args
+from fuzz.errors import InputError
 from fuzz.model.policies import PolicyError, resolve_policy
+from fuzz.oracle.signature import exit_code_for
 from fuzz.store.stats import default_stats_path
 
 
@@ -27,7 +28,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         gpus_per_verifier=args.gpus_per_verifier, max_time=args.max_time, seed=args.seed,
         minimize_seconds=args.minimize_time, merge_every=args.merge_every, hang_timeout=args.hang_timeout,
         file_issues=args.file_issues, dry_run_issues=args.dry_run_issues, drain_time=args.drain_time,
-        libfuzzer=tuple(args.libfuzzer))
+        libfuzzer=tuple(args.libfuzzer), fail_on=str(args.fail_on), verify_fixed=args.verify_fixed)
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -66,24 +67,28 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     for sig, state in sorted(summary.signatures.items()):
         print(f"{sig}: {state or 'not verified'}  {config.crashes / sig}")
     print(f"dashboard: {dashboard}  stats: {settings.stats}")
-    return ExitCode.DIVERGED if summary.signatures else ExitCode.CLEAN
+    return exit_code_for(summary.signatures)
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("campaign", help="continuous fuzzing on Ray: fuzzer actors, crash store, engine verifiers")
     p.add_argument("--address", default="local",
                    help="local (embedded Ray, the default), auto (an existing cluster) or ray://host:port")
-    p.add_argument("--fuzzers", type=int, default=2)
-    p.add_argument("--verifiers", type=int, default=1)
+    p.add_argument("--fuzzers", type=int, default=2, help="fuzzing actors, one CPU each (default 2)")
+    p.add_argument("--verifiers", type=int, default=1, help="engine verifier actors, one GPU each where there is one (default 1)")
     p.add_argument("--gpus-per-verifier", type=float, default=1.0, help="used when the cluster has GPUs")
     p.add_argument("--max-time", type=float, default=300, help="seconds of fuzzing")
     add_policy_args(p)
+    add_fail_on_arg(p)
     p.add_argument("--seed", type=int, default=1, help="fuzzer i uses libFuzzer -seed=SEED+i")
     add_store_args(p)
     p.add_argument("--stats", default=None, help="stats JSON-lines file (default $GDNFUZZ_STATS or stats.jsonl)")
     p.add_argument("--dashboard", default=None, help="HTML file (default CRASHES/dashboard.html)")
     p.add_argument("--file-issues", default=None, metavar="OWNER/NAME", help="file confirmed findings there")
     p.add_argument("--dry-run-issues", action="store_true", help="with --file-issues: write issue.md only")
+    p.add_argument("--verify-fixed", action="store_true",
+                   help="at the start, replay every stored finding against the installed vLLM (once per vLLM "
+                        "version; with --file-issues, close fixed issues and reopen returning ones)")
     p.add_argument("--minimize-time", type=float, default=60.0, help="seconds to minimize each new signature")
     p.add_argument("--merge-every", type=float, default=600.0, help="seconds between corpus merges (0: never)")
     p.add_argument("--hang-timeout", type=int, default=60, help="seconds one input may run before it is a hang")

@@ -15,7 +15,7 @@ from fuzz.store.stats import default_stats_path
 def cmd_dashboard(args: argparse.Namespace) -> int:
     """Exit 0; 2 on a corrupt stats file or a ``--stats`` file that does not exist."""
     stats = args.stats or (default_stats_path() if Path(default_stats_path()).exists() else None)
-    print(f"wrote {write_dashboard(stats, args.crashes, args.out)}")
+    print(f"wrote {write_dashboard(stats, args.crashes, args.out, args.compare)}")
     return ExitCode.CLEAN
 
 
@@ -27,4 +27,6 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--crashes", default=os.environ.get("GDNFUZZ_CRASHES", "crashes"),
                         help="crash store ($GDNFUZZ_CRASHES, default crashes)")
     parser.add_argument("--out", required=True, help="the HTML file to write")
+    parser.add_argument("--compare", default=None, metavar="FILE",
+                        help="a `gdnfuzz compare --json` report: adds its A/B cost plots")
     parser.set_defaults(func=cmd_dashboard)

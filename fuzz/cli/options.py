@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 
+from fuzz.model.deadline import DEADLINE_ENV, DEFAULT_DEADLINE_S, check_deadline, set_deadline
 from fuzz.model.policies import Policy, resolve_policy
+from fuzz.model.result import FailOn
 
 
 def add_policy_args(p: argparse.ArgumentParser) -> None:
@@ -19,6 +21,33 @@ def add_store_args(p: argparse.ArgumentParser) -> None:
                    help="corpus root ($GDNFUZZ_CORPUS): queue/ is written, seeds/ and regressions/ read")
     p.add_argument("--crashes", default=os.environ.get("GDNFUZZ_CRASHES", "crashes"),
                    help="crash store ($GDNFUZZ_CRASHES, default crashes)")
+
+
+def add_fail_on_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fail-on", type=FailOn, choices=list(FailOn), default=FailOn.CORRECTNESS,
+                   help="which findings fail the command: correctness (default: wrong slots, outputs, faults), "
+                        "efficiency (lost cache hits, extra forward passes, idle budget; exit 4), or any")
+
+
+def add_deadline_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--deadline", type=_seconds, default=None, metavar="S",
+                   help=f"seconds one run of a scenario may take before it is a `hang` finding (default "
+                        f"${DEADLINE_ENV}, else {DEFAULT_DEADLINE_S:g} on sim and kernels, the engine tier's own "
+                        "timeout there)")
+
+
+def apply_deadline(args: argparse.Namespace) -> None:
+    """Put ``--deadline`` in force for this process and the processes it starts."""
+    if args.deadline is not None:
+        set_deadline(args.deadline)
+
+
+def _seconds(text: str) -> float:
+    """argparse's type for ``--deadline``: a bad value is argparse's one-line usage error (exit 2)."""
+    try:
+        return check_deadline(float(text), "--deadline")
+    except ValueError:  # InputError is one
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
 
 
 def policies_of(args: argparse.Namespace) -> tuple[Policy, Policy]:

@@ -12,15 +12,18 @@ import argparse
 import json
 from typing import Any
 
-from fuzz.cli.options import add_policy_args, policies_of
-from fuzz.errors import ConfigRejected, ExitCode
+from fuzz.cli.options import add_deadline_arg, add_fail_on_arg, add_policy_args, apply_deadline, policies_of
+from fuzz.errors import ExitCode, InputError
 from fuzz.model.policies import Policy
-from fuzz.model.result import VerdictStatus
+from fuzz.model.result import FailOn, VerdictStatus
 from fuzz.model.scenario import Scenario, load_scenario
-from fuzz.triage.replay import check_expectation, replay
+from fuzz.oracle.judge import Verdict
+from fuzz.oracle.signature import finding_signature
+from fuzz.triage.replay import check_expectation, exit_code, replay
 
 
-def _row(name: str, tier: str, replayed: Any, expectation: bool | None) -> dict[str, Any]:
+def _row(name: str, tier: str, scenario: Scenario, replayed: Any, expectation: bool | None) -> dict[str, Any]:
+    """One scenario's row; ``signature`` names its finding, correctness first, whatever ``--fail-on`` counts."""
     v = replayed.verdict
     first = v.first
     return {
@@ -28,11 +31,13 @@ def _row(name: str, tier: str, replayed: Any, expectation: bool | None) -> dict[
         "tier": tier,
         "verdict": v.status,
         "kind": v.summary,
+        "signature": finding_signature(v, scenario, replayed.candidate, FailOn.ANY),
         "side": first.side if first else None,
         "first_request": first.request_id if first else None,
         "first_step": first.step if first else None,
         "resumed": v.resumed,
         "poisoned": v.poisoned,
+        "efficiency": [f"{f.kind}: {f.details['amount']} {f.details['unit']}" for f in v.efficiency],
         "expectation": {None: "-", True: "ok", False: "FAILED"}[expectation],
         "notes": v.notes,
     }
@@ -41,27 +46,48 @@ def _row(name: str, tier: str, replayed: Any, expectation: bool | None) -> dict[
 def _print_table(rows: list[dict[str, Any]]) -> None:
     headers = ("file", "tier", "verdict", "resumed", "poisoned", "expect", "kind")
     table = [(r["file"], r["tier"], r["verdict"], str(r["resumed"]), str(r["poisoned"]), r["expectation"],
-              r["kind"] + (f"  [{r['agreement']}]" if "agreement" in r else "")) for r in rows]
+              r["kind"] + (f"  [{r['agreement']}]" if "agreement" in r else "")
+              + (f"  (costs: {'; '.join(r['efficiency'])})" if r.get("efficiency") and r["verdict"] != "regressed"
+                 else "")) for r in rows]
     widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(headers[:-1])]
     print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)) + "  kind")
     for t in table:
         print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=False)) + "  " + t[-1])
 
 
-def replay_files(loaded: list[tuple[str, Scenario, dict[str, Any]]], candidate: Policy, reference: Policy,
-                 tier: str, as_json: bool) -> int:
+def _error_row(name: str, tier: str, error: InputError) -> dict[str, Any]:
+    """The row of a file that could not be read or run: the reason in one line, where ``kind`` goes."""
+    return {"file": name, "tier": tier, "verdict": "error", "kind": str(error), "error": str(error),
+            "resumed": "-", "poisoned": "-", "expectation": "-"}
+
+
+Loaded = tuple[str, Scenario, dict[str, Any]] | tuple[str, InputError]
+
+
+def replay_files(loaded: list[Loaded], candidate: Policy, reference: Policy,
+                 tier: str, as_json: bool, fail_on: FailOn = FailOn.CORRECTNESS) -> int:
+    """Replay every file and print its rows; a file that failed to load (``(name, error)``) or to run
+    gets an error row, the others keep theirs, and the call then fails with exit 2."""
     tiers = ("sim", "engine") if tier == "both" else (tier,)
     rows: list[dict[str, Any]] = []
+    verdicts: list[Verdict] = []
+    errors: list[InputError] = []
     disagree = False
-    for name, scenario, notes in loaded:
+    for entry in loaded:
+        name = entry[0]
         per_tier = []
-        for t in tiers:
-            try:
+        try:
+            if len(entry) == 2:
+                raise entry[1]
+            _, scenario, notes = entry
+            for t in tiers:
                 replayed = replay(scenario, candidate, reference, t)
-            except ConfigRejected as exc:
-                raise ConfigRejected(f"{name}: {exc}") from None
-            expectation = check_expectation(notes, candidate, replayed.verdict) if t == "sim" else None
-            per_tier.append(_row(name, t, replayed, expectation))
+                expectation = check_expectation(notes, candidate, replayed.verdict) if t == "sim" else None
+                per_tier.append(_row(name, t, scenario, replayed, expectation))
+                verdicts.append(replayed.verdict)
+        except InputError as exc:  # a config vLLM rejects, as a malformed file: this file's row says so
+            errors.append(exc)
+            per_tier = [_error_row(name, tier, exc)]
         if len(per_tier) == 2:
             sim_row, engine_row = per_tier
             comparable = VerdictStatus.UNSUPPORTED not in (sim_row["verdict"], engine_row["verdict"])
@@ -75,18 +101,25 @@ def replay_files(loaded: list[tuple[str, Scenario, dict[str, Any]]], candidate: 
                 print(json.dumps(r, sort_keys=True), flush=True)
     if not as_json:
         _print_table(rows)
+    if errors:
+        raise InputError(f"{len(errors)} of {len(loaded)} files could not be replayed (first: {errors[0]})")
     if disagree:
         return ExitCode.TIERS_DISAGREE
-    return ExitCode.DIVERGED if any(r["verdict"] == VerdictStatus.DIVERGED for r in rows) else ExitCode.CLEAN
+    return exit_code(verdicts, fail_on)
+
+
+def _load(name: str) -> Loaded:
+    try:
+        return (name, *load_scenario(name))
+    except InputError as exc:
+        return (name, exc)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    apply_deadline(args)
     candidate, reference = policies_of(args)
-    loaded = []
-    for name in args.files:  # every file is validated before any runs: one bad file fails the call, naming it
-        scenario, annotations = load_scenario(name)
-        loaded.append((name, scenario, annotations))
-    return replay_files(loaded, candidate, reference, args.tier, args.json)
+    loaded = [_load(name) for name in args.files]  # all are read (and checked) before any runs
+    return replay_files(loaded, candidate, reference, args.tier, args.json, args.fail_on)
 
 
 def add_parser(sub: Any) -> None:
@@ -96,4 +129,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--tier", default="sim", choices=("sim", "engine", "kernels", "both"),
                    help="where to run them (both = sim and engine, compared)")
     p.add_argument("--json", action="store_true", help="print one JSON object per scenario")
+    add_fail_on_arg(p)
+    add_deadline_arg(p)
     p.set_defaults(func=cmd_replay)

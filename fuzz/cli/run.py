@@ -1,28 +1,45 @@
 """``gdnfuzz run``: coverage-guided fuzzing with atheris, in worker subprocesses (``fuzz.search.supervisor``).
 
-Exit 1 if any finding was saved or any worker crashed. libFuzzer flags pass
+One line per new signature as it is stored, repeats counted in the status line, and a summary of every
+signature at the end. Exit 1 for a correctness finding or a crashed worker, 4 for efficiency findings
+only (``--fail-on efficiency|any``), 0 for none. libFuzzer flags pass
 through after ``--`` (``gdnfuzz run -- -max_len=20000``).
 """
 
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from typing import Any
 
-from fuzz.cli.options import add_policy_args, add_store_args, policies_of
+from fuzz.cli.merge import add_merge_args, run_merge
+from fuzz.cli.options import add_fail_on_arg, add_policy_args, add_store_args, policies_of
 from fuzz.search.libfuzzer import Progress
+from fuzz.search.rerun import merge_request
 from fuzz.search.supervisor import run_workers
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     policies_of(args)  # a bad policy is an input error before any worker starts
+    merge = merge_request(args.libfuzzer)  # flags that re-run the target: a merge, or refused (exit 2)
+    if merge is not None:
+        return run_merge(merge, args)
     progress = Progress()
     code = run_workers(args, progress)
-    for seconds, sig, bundle in sorted(progress.findings)[:50]:
-        print(f"{seconds:8.1f}s  {sig}  {bundle}")
-    for sig, seconds in sorted(progress.detected.items(), key=lambda kv: kv[1]):
-        print(f"detected {sig} after {seconds:.1f}s")
+    print(run_summary(progress))
     return code
+
+
+def run_summary(progress: Progress) -> str:
+    """Every signature found, once each: when it was first seen, how often, and where it is stored."""
+    counts = Counter(sig for _, sig, _ in progress.findings)
+    first_input = "-" if progress.first_input is None else f"{progress.first_input:.1f}s"
+    lines = [f"first input after {first_input}; {len(counts)} signature(s), "
+             f"{sum(counts.values()) - len(counts)} repeat(s)"]
+    for sig, seconds in sorted(progress.detected.items(), key=lambda kv: kv[1]):
+        where = progress.saved.get(sig, (0.0, "(not stored)"))[1]
+        lines.append(f"{seconds:8.1f}s  {sig}  x{counts.get(sig, 1)}  {where}")
+    return "\n".join(lines)
 
 
 def add_parser(sub: Any) -> None:
@@ -31,12 +48,16 @@ def add_parser(sub: Any) -> None:
                    help="split: candidate vs reference on the sim tier; kernels: GDN kernel conformance "
                         "(a conformance failure is a libFuzzer crash: the worker stops and keeps the input)")
     add_policy_args(p)
+    add_fail_on_arg(p)
     p.add_argument("--max-time", type=int, default=300, help="seconds (0: no limit)")
     p.add_argument("--runs", type=int, default=0, help="stop each worker after N inputs (0: no limit)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seed", type=int, default=1, help="worker i uses libFuzzer -seed=SEED+i (default 1)")
     add_store_args(p)
     p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes")
     p.add_argument("--minimize-time", type=float, default=60.0, help="seconds to minimize each new signature")
     p.add_argument("--no-regressions", action="store_true", help="do not add findings to corpus/regressions")
-    p.add_argument("libfuzzer", nargs="*", help="libFuzzer flags, after --")
+    add_merge_args(p)
+    p.add_argument("libfuzzer", nargs="*",
+                   help="libFuzzer flags, after --; -merge=1 / -set_cover_merge=1 OUT IN... merge corpora "
+                        "(as `gdnfuzz merge`); -fork, -jobs, -workers, -minimize_crash are refused (exit 2)")
     p.set_defaults(func=cmd_run)

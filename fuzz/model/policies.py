@@ -15,7 +15,9 @@ Sources (``resolve_policy``):
 - a vLLM source checkout directory: its ``vllm/v1/core/sched/scheduler.py`` is
   parsed and ``Scheduler._mamba_block_aligned_split`` is compiled against the
   installed scheduler module's globals, so a PR branch's split runs on the
-  installed scheduler without installing the branch.
+  installed scheduler without installing the branch (split-only mode);
+- ``branch:DIR``: whole-branch mode, the checkout's whole scheduling code in a
+  candidate process of its own (``fuzz.model.checkout``; sim tier only).
 
 Every failure to resolve raises :class:`PolicyError` with a one-line reason.
 """
@@ -28,12 +30,16 @@ import dis
 import importlib
 import importlib.util
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fuzz.errors import InputError
+from fuzz.model.checkout import BRANCH_PREFIX, OVERLAID_FILES, OVERLAID_PACKAGES
+from fuzz.model.deadline import DeadlineExceeded
+from fuzz.model.policy_vetting import vet_import
 
 SplitFn = Callable[..., int]
 SIGNATURE = (
@@ -55,6 +61,9 @@ class Policy:
     spec: str
     split: SplitFn
     description: str = ""
+    # Whole-branch mode (``branch:DIR``, see fuzz.model.checkout): the checkout whose scheduling code the
+    # sim tier runs in a candidate process of its own; ``split`` is then never installed anywhere.
+    checkout: str | None = None
 
 
 # ---------------------------------------------------------------- built-ins
@@ -124,20 +133,48 @@ ContractViolation = Callable[[Any, str], None]  # (vLLM request, one-line detail
 def contract_checked(split: SplitFn, on_violation: ContractViolation) -> SplitFn:
     """``split`` as every tier installs it on vLLM's Scheduler, with the split's contract enforced.
 
-    Invariant: the scheduler only ever sees an ``int`` in ``[0, num_new_tokens]``. Anything else the
-    policy returns is reported through ``on_violation(request, detail)`` (a ``contract`` fault of the
-    run) and clamped into that range, so one bad answer is a finding, never a crash inside vLLM.
+    Invariant: the scheduler only ever sees an ``int`` in ``[0, num_new_tokens]``, and a call returns.
+    Anything else the policy does when called is reported through ``on_violation(request, detail)``
+    (a ``contract`` fault of the run, at that step) and replaced by a value in that range: an int
+    out of range or a finite float is clamped, anything else (another type, NaN, an exception of any
+    kind the policy raises, ``SystemExit``, ``KeyboardInterrupt`` and ``GeneratorExit`` included)
+    gives 0. So a policy's answer is a finding, never a crash inside vLLM nor an exit of gdnfuzz.
+    Only :class:`~fuzz.model.deadline.DeadlineExceeded` passes through: the tier turns it into a
+    ``hang`` fault. (A real ^C that lands inside a policy call is one of those exceptions; the next
+    ^C stops the run.)
     """
 
     def checked(self: Any, request: Any, num_new_tokens: int,
                 num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
-        got = split(self, request, num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens)
-        if isinstance(got, bool) or not isinstance(got, int) or not 0 <= got <= num_new_tokens:
-            on_violation(request, f"split returned {got!r} when offered {num_new_tokens} tokens")
-            got = max(0, min(int(got) if isinstance(got, int | float) else 0, num_new_tokens))
-        return got
+        try:
+            got = split(self, request, num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens)
+        except DeadlineExceeded:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - whatever a policy raises is its finding, never our exit
+            on_violation(request, f"split raised {_describe(exc)} when offered {num_new_tokens} tokens")
+            return 0
+        if type(got) is int and 0 <= got <= num_new_tokens:
+            return got
+        on_violation(request, f"split returned {_describe(got)} when offered {num_new_tokens} tokens")
+        return _clamped(got, num_new_tokens)
 
     return checked
+
+
+def _clamped(got: Any, num_new_tokens: int) -> int:
+    """An unusable answer as a usable one: ints and finite floats clamped into range, else 0."""
+    if type(got) is float and math.isfinite(got):
+        got = int(got)
+    return max(0, min(got, num_new_tokens)) if type(got) is int else 0
+
+
+def _describe(value: Any) -> str:
+    """A short description of what a policy gave, that cannot itself raise (a hostile ``__repr__``)."""
+    try:
+        text = f"{type(value).__name__}({value})" if isinstance(value, BaseException) else repr(value)
+    except Exception:  # noqa: BLE001 - describing a value must not fail
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 # ---------------------------------------------------------------- resolution
@@ -160,11 +197,19 @@ def check_signature(fn: Any, origin: str) -> SplitFn:
 
 
 def _from_module(module_name: str, attr: str, spec: str) -> SplitFn:
+    _vetted_or_refused("module", module_name, spec)
     try:
         module = importlib.import_module(module_name)
-    except Exception as exc:  # an import error of any kind is the user's to see, in one line
+    except BaseException as exc:  # noqa: BLE001 - whatever an import raises is the user's to see, in one line
         raise PolicyError(f"policy {spec}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
     return _attr(module, attr, spec)
+
+
+def _vetted_or_refused(kind: str, target: str, spec: str) -> None:
+    """Raise PolicyError when importing ``target`` in a child process did not go well (``policy_vetting``)."""
+    reason = vet_import(kind, target)
+    if reason is not None:
+        raise PolicyError(f"policy {spec}: {target}: {reason}")
 
 
 def _attr(owner: Any, dotted: str, spec: str) -> SplitFn:
@@ -183,9 +228,10 @@ def _from_file(path: Path, attr: str, spec: str) -> SplitFn:
     module_spec = importlib.util.spec_from_file_location(f"gdnfuzz_policy_{abs(hash(str(path.resolve())))}", path)
     assert module_spec is not None and module_spec.loader is not None
     module = importlib.util.module_from_spec(module_spec)
+    _vetted_or_refused("file", str(path), spec)
     try:
         module_spec.loader.exec_module(module)
-    except Exception as exc:
+    except BaseException as exc:  # noqa: BLE001 - as in _from_module
         raise PolicyError(f"policy {spec}: {path} failed to load ({type(exc).__name__}: {exc})") from None
     return _attr(module, attr, spec)
 
@@ -236,14 +282,31 @@ def _global_names(code: Any) -> set[str]:
     return names
 
 
+def _branch_policy(root: Path, spec: str) -> Policy:
+    """Whole-branch mode: the checkout's scheduling code runs in its own process (sim tier only)."""
+    if not (root / CHECKOUT_SCHEDULER).is_file():
+        raise PolicyError(f"policy {spec}: {root} is not a vLLM checkout (no {CHECKOUT_SCHEDULER})")
+
+    def split(*_: Any) -> int:
+        raise PolicyError(f"policy {spec}: whole-branch mode runs on the sim tier only (its split is the branch's own)")
+
+    return Policy(f"branch:{root.name}", spec, split,
+                  f"whole branch: {', '.join(OVERLAID_PACKAGES + OVERLAID_FILES)} from {root}",
+                  checkout=str(root.resolve()))
+
+
 def resolve_policy(spec: str) -> Policy:
     """Turn what the user typed into a Policy (see the module docstring for the forms)."""
     if spec in BUILTINS:
         fn, description = BUILTINS[spec]
         return Policy(spec, spec, fn, description)
+    if spec.startswith(BRANCH_PREFIX):
+        return _branch_policy(Path(spec.removeprefix(BRANCH_PREFIX)), spec)
     path = Path(spec)
     if path.is_dir():
-        return Policy(f"checkout:{path.name}", spec, _from_checkout(path, spec), f"split from {path}")
+        return Policy(f"checkout:{path.name}", spec, _from_checkout(path, spec),
+                      f"split-only: {path}'s Scheduler._mamba_block_aligned_split on the installed scheduler "
+                      f"(use {BRANCH_PREFIX}{path} for its whole scheduling code)")
     if ":" in spec:
         target, attr = spec.rsplit(":", 1)
         fn = _from_file(Path(target), attr, spec) if target.endswith(".py") else _from_module(target, attr, spec)

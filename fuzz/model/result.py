@@ -29,6 +29,23 @@ class VerdictStatus(StrEnum):
     DIVERGED = "diverged"  # at least one correctness finding
     INCONCLUSIVE = "inconclusive"  # nothing found, but the canary was missed: "clean" would mean nothing
     UNSUPPORTED = "unsupported"  # a side could not run on this tier
+    REGRESSED = "regressed"  # no correctness finding, but the candidate costs the user more (fuzz.oracle.efficiency)
+
+
+class FailOn(StrEnum):
+    """Which class of finding fails a run (``--fail-on``): correctness (the default), efficiency, or any."""
+
+    CORRECTNESS = "correctness"
+    EFFICIENCY = "efficiency"
+    ANY = "any"
+
+    @property
+    def correctness(self) -> bool:
+        return self in (FailOn.CORRECTNESS, FailOn.ANY)
+
+    @property
+    def efficiency(self) -> bool:
+        return self in (FailOn.EFFICIENCY, FailOn.ANY)
 
 
 class ConfirmState(StrEnum):
@@ -53,8 +70,10 @@ class Chunk:
     # written (one entry for a prefill chunk; 1 + drafts for a verify step).
     read_block: int | None = None
     write_blocks: list[int] = field(default_factory=list)
-    # Sim tier only: how many tokens the state it started from had consumed.
+    # Sim tier only: how many tokens the state it started from had consumed, and the internal prefill
+    # checkpoint it exported (the state after that many tokens; None: none).
     initial_state_tokens: int | None = None
+    checkpoint_tokens: int | None = None
 
 
 @dataclass
@@ -64,6 +83,7 @@ class StepRecord:
     chunks: list[Chunk] = field(default_factory=list)
     # Mamba state copies the model runner made before this step: [src_block, dst_block].
     copies: list[list[int]] = field(default_factory=list)
+    seconds: float | None = None  # wall time of the step, where the tier measures it (engine)
 
 
 @dataclass
@@ -145,7 +165,7 @@ class RunResult:
         data = dict(data)
         data["requests"] = {k: RequestOutcome(**v) for k, v in data["requests"].items()}
         data["steps"] = [
-            StepRecord(s["step"], s["budget"], [Chunk(**c) for c in s["chunks"]], s["copies"])
+            StepRecord(s["step"], s["budget"], [Chunk(**c) for c in s["chunks"]], s["copies"], s.get("seconds"))
             for s in data["steps"]
         ]
         data["poisoned"] = [PoisonedSlot(**p) for p in data["poisoned"]]

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from fuzz.errors import FieldError
+from fuzz.model import json_input
+from fuzz.model.result import VerdictStatus
 
 FORMAT_VERSION = 1
 FORMAT_KEY = "gdnfuzz_scenario"
@@ -56,6 +59,16 @@ class EngineKnobs:
     scheduler step ``i`` (the way vLLM's own regression test hand-picks budgets);
     steps past the list use ``max_num_batched_tokens``. ``num_kv_blocks`` None
     means enough blocks that nothing is evicted; small values force preemption.
+
+    ``prefill_checkpoint_alignment`` picks the Mamba layer family: None is GDN (its
+    ``MambaSpec`` declares no prefill checkpoint blocks); an integer k is a spec with
+    ``num_prefill_checkpoint_blocks=1`` and that alignment, as Mamba2 (k = 1) and KDA
+    layers declare it, so the backend may export the prompt checkpoint inside the
+    final chunk. ``shared_prefix_checkpoint`` is vLLM's
+    ``CacheConfig.enable_mamba_shared_prefix_checkpoint`` (it only takes effect with
+    partial hash hits and an EAGLE-family drafter, as vLLM decides).
+    Both are left out of ``to_dict`` at their defaults, so scenarios written before
+    they existed keep their bytes and ids.
     """
 
     mamba_block_size: int = 1600
@@ -69,6 +82,8 @@ class EngineKnobs:
     num_speculative_tokens: int = 0
     retention_interval: int | None = 0
     num_kv_blocks: int | None = None
+    prefill_checkpoint_alignment: int | None = None
+    shared_prefix_checkpoint: bool = False
 
     @property
     def partial_hash_hits(self) -> bool:
@@ -92,8 +107,10 @@ class Request:
     follow-up). Such a request arrives no earlier than the step after its parent
     finished. ``accept`` gives, per speculative verification step (cycled), how
     many draft tokens the target model accepts; empty means all.
-    ``external_tokens`` is the number of prompt tokens a KV connector reports as
-    already computed elsewhere (rounded by the connector to the block size).
+    ``external_tokens`` is the number of prompt tokens a KV connector holds for this
+    request (attention KV and the Mamba state at that position, as a disaggregated
+    prefill node or a CPU offload tier would); the connector offers them rounded down
+    to the attention block size, beyond what the local prefix cache already has.
     """
 
     id: str
@@ -119,6 +136,9 @@ class Scenario:
     def to_dict(self) -> dict[str, Any]:
         engine = asdict(self.engine)
         engine["step_budgets"] = list(self.engine.step_budgets)
+        for key in _OMITTED_AT_DEFAULT:
+            if engine[key] == EngineKnobs.__dataclass_fields__[key].default:
+                del engine[key]
         return {
             FORMAT_KEY: FORMAT_VERSION,
             "seed": self.seed,
@@ -143,6 +163,10 @@ class Scenario:
             if r.id == request_id:
                 return r
         raise KeyError(request_id)
+
+
+# Engine knobs added after format version 1 was fixed: absent at their default, so old ids stay.
+_OMITTED_AT_DEFAULT = ("prefill_checkpoint_alignment", "shared_prefix_checkpoint")
 
 
 def _request_to_dict(r: Request) -> dict[str, Any]:
@@ -196,25 +220,37 @@ def own_prompt_tokens(scenario: Scenario, request: Request) -> list[int]:
 
 
 def read_json(path: str | Path) -> Any:
-    """A JSON file's value; a missing or malformed file raises ScenarioError naming it."""
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ScenarioError("<file>", "no such file", str(path)) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ScenarioError("<json>", f"not valid JSON ({exc})", str(path)) from None
+    """A JSON file's value (``fuzz.model.json_input``); any bad file raises ScenarioError naming it."""
+    return json_input.read_json(path, lambda field, message: ScenarioError(field, message, str(path)))
 
 
 def load_scenario(path: str | Path) -> tuple[Scenario, dict[str, Any]]:
-    """Read a scenario file; returns the scenario and its annotations (``expect``, ...)."""
+    """Read a scenario file; returns the scenario and its checked annotations (``expect``, ...)."""
     path = Path(path)
     data = read_json(path)
     try:
         scenario = _parse_scenario(data)
+        annotations = parse_annotations(data)
     except ScenarioError as exc:
         raise exc.in_file(path) from None
-    annotations = {k: data[k] for k in ANNOTATION_KEYS if k in data}
     return scenario, annotations
+
+
+def parse_annotations(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The annotations beside a scenario: ``expect`` maps policy specs to verdict statuses
+    (``fuzz.model.result.VerdictStatus`` values), ``note`` and ``origin`` are one-line strings."""
+    annotations = {k: data[k] for k in ANNOTATION_KEYS if k in data}
+    expect = annotations.get("expect", {})
+    if not isinstance(expect, Mapping):
+        raise ScenarioError("expect", f"expected an object of policy: status, got {type(expect).__name__}")
+    statuses = [s.value for s in VerdictStatus]
+    for policy, status in expect.items():
+        if status not in statuses:
+            raise ScenarioError(f"expect.{policy}", f"{status!r} is not one of {', '.join(statuses)}")
+    for key in ("note", "origin"):
+        if key in annotations and not isinstance(annotations[key], str):
+            raise ScenarioError(key, f"expected a string, got {type(annotations[key]).__name__}")
+    return annotations
 
 
 def _int(data: Mapping[str, Any], key: str, where: str, default: Any, lo: int, hi: int) -> Any:
@@ -241,6 +277,7 @@ def _object(value: Any, where: str) -> Mapping[str, Any]:
 
 
 MAX_TOKENS_IN_PROMPT = 65_536
+REQUEST_ID_RE = re.compile(r"(?=.*[A-Za-z0-9])[A-Za-z0-9_-]{1,64}")
 
 
 def _parse_engine(data: Any) -> EngineKnobs:
@@ -285,7 +322,16 @@ def _parse_engine(data: Any) -> EngineKnobs:
         if data.get("retention_interval", 0) is not None
         else None,
         num_kv_blocks=_int(data, "num_kv_blocks", w, None, 4, 1 << 20),
+        prefill_checkpoint_alignment=_int(data, "prefill_checkpoint_alignment", w, None, 1, mamba),
+        shared_prefix_checkpoint=_bool(data, "shared_prefix_checkpoint", w, False),
     )
+
+
+def _bool(data: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise ScenarioError(f"{where}{key}", f"expected true or false, got {value!r}")
+    return value
 
 
 def _parse_prompt(value: Any, where: str, segments: Mapping[str, int]) -> tuple[str | int, ...]:
@@ -307,12 +353,12 @@ def _parse_request(data: Any, index: int, segments: Mapping[str, int], known: se
     data = _object(data, w[:-1])
     _reject_unknown(data, set(Request.__dataclass_fields__), w)
     rid = data.get("id")
-    if not isinstance(rid, str) or not rid or len(rid) > 64 or not rid.replace("-", "").replace("_", "").isalnum():
-        raise ScenarioError(f"{w}id", f"expected a short alphanumeric name, got {rid!r}")
+    if not isinstance(rid, str) or not REQUEST_ID_RE.fullmatch(rid):
+        raise ScenarioError(f"{w}id", f"expected a short ASCII alphanumeric name (- and _ allowed), got {rid!r}")
     if rid in known:
         raise ScenarioError(f"{w}id", f"duplicate request id {rid!r}")
     continues = data.get("continues")
-    if continues is not None and continues not in known:
+    if continues is not None and (not isinstance(continues, str) or continues not in known):
         raise ScenarioError(f"{w}continues", f"{continues!r} is not an earlier request")
     prompt = _parse_prompt(data.get("prompt", []), f"{w}prompt", segments)
     if not prompt and continues is None:
@@ -341,7 +387,7 @@ def _parse_request(data: Any, index: int, segments: Mapping[str, int], known: se
 def _parse_scenario(data: Any) -> Scenario:
     data = _object(data, "")
     version = data.get(FORMAT_KEY)
-    if version != FORMAT_VERSION:
+    if type(version) is not int or version != FORMAT_VERSION:
         raise ScenarioError(FORMAT_KEY, f"expected format version {FORMAT_VERSION}, got {version!r}")
     _reject_unknown(data, {FORMAT_KEY, "seed", "engine", "segments", "requests", *ANNOTATION_KEYS}, "")
     seed = _int(data, "seed", "", 0, 0, (1 << 63) - 1)

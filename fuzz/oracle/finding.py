@@ -10,9 +10,10 @@ import platform
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzz.model.result import RunResult
+from fuzz.model.result import FailOn, RunResult
 from fuzz.model.scenario import Scenario
 from fuzz.oracle.judge import Verdict
+from fuzz.oracle.signature import is_efficiency
 
 
 def environment(device: str = "cpu") -> dict[str, str]:
@@ -44,9 +45,18 @@ class Finding:
     candidate_run: RunResult
     tier: str = "sim"
     stages: list[dict[str, Any]] = field(default_factory=list)
+    reference_run: RunResult | None = None  # kept for efficiency findings: their report sets both runs side by side
+    fail_on: FailOn = FailOn.CORRECTNESS  # the class of finding that was counted
+
+    @property
+    def finding_class(self) -> str:
+        """``correctness`` or ``efficiency``: what this finding is, whatever else its verdict holds."""
+        return "efficiency" if is_efficiency(self.signature) else "correctness"
 
 
-def replay_argv(scenario_path: str, candidate: str, reference: str, tier: str) -> list[str]:
-    """The ``gdnfuzz replay`` command line that reproduces a bundle's finding."""
+def replay_argv(scenario_path: str, candidate: str, reference: str, tier: str,
+                fail_on: str = FailOn.CORRECTNESS) -> list[str]:
+    """The ``gdnfuzz replay`` command line that reproduces a bundle's finding (and fails while it does)."""
     words = ["gdnfuzz", "replay", scenario_path, "--candidate", candidate, "--reference", reference]
-    return words + (["--tier", tier] if tier != "sim" else [])
+    words += ["--tier", tier] if tier != "sim" else []
+    return words + (["--fail-on", str(fail_on)] if fail_on != FailOn.CORRECTNESS else [])

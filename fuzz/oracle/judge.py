@@ -14,9 +14,13 @@ Four checks, each a Divergence kind of its own:
 (d) contracts and liveness: ``contract``, ``liveness``, ``exception``,
     ``engine-crash``, ``hang`` faults recorded by the executor.
 
+Efficiency findings (``fuzz.oracle.efficiency``) are kept apart in
+``Verdict.efficiency`` and never among ``findings``.
+
 Invariant: ``Verdict.status`` is ``clean`` only if no finding exists on either
 side and both runs completed; a run the tier could not do is ``unsupported``,
-never ``clean``.
+never ``clean``; ``regressed`` means no correctness finding but at least one
+efficiency finding (``diverged`` wins over ``regressed``).
 """
 
 from __future__ import annotations
@@ -25,17 +29,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from fuzz.model.result import RequestOutcome, RunResult, RunStatus, VerdictStatus, exact_outputs_differ
-
-
-@dataclass
-class Divergence:
-    kind: str
-    side: str  # candidate | reference | both | unknown
-    summary: str
-    request_id: str | None = None
-    step: int | None = None
-    details: dict[str, Any] = field(default_factory=dict)
+from fuzz.model.result import (
+    Chunk,
+    PoisonedSlot,
+    RequestOutcome,
+    RunResult,
+    RunStatus,
+    VerdictStatus,
+    exact_outputs_differ,
+)
+from fuzz.oracle.divergence import Divergence
+from fuzz.oracle.efficiency import headline as efficiency_headline
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Verdict:
     resumed: int = 0  # requests that started from a cache hit in the candidate run
     poisoned: int = 0  # poisoned slots in the candidate run
     notes: list[str] = field(default_factory=list)
+    efficiency: list[Divergence] = field(default_factory=list)  # what the candidate costs beyond the reference
 
     @property
     def first(self) -> Divergence | None:
@@ -57,10 +62,15 @@ class Verdict:
         )
 
     @property
+    def headline(self) -> Divergence | None:
+        """The divergence that names this verdict: the first correctness finding, else the efficiency one."""
+        return self.first or efficiency_headline(self.efficiency)
+
+    @property
     def summary(self) -> str:
-        """The first divergence's one-line summary ("" when clean)."""
-        first = self.first
-        return first.summary if first else ""
+        """The headline's one-line summary ("" when clean)."""
+        headline = self.headline
+        return headline.summary if headline else ""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -79,13 +89,26 @@ def _wrong_side(candidate_ok: bool, reference_ok: bool) -> str:
     return "unknown"
 
 
+def _crossing_chunk(run: RunResult, slot: PoisonedSlot) -> Chunk | None:
+    """The last chunk, at or before the slot's audit step, that ran past the boundary the slot is
+    hashed at (started below it, ended above it): the chunk whose missing stop left the slot stale."""
+    last = None
+    for record in run.steps:
+        if record.step > slot.step:
+            break
+        last = next((c for c in reversed(record.chunks)
+                     if c.start < slot.claimed_tokens < c.start + c.num_tokens), last)
+    return last
+
+
 def _side_findings(run: RunResult, side: str) -> list[Divergence]:
-    found = [
-        Divergence("poisoned-slot", side, p.describe(), p.request_id, p.step,
-                {"block_id": p.block_id, "column": p.column, "claimed_tokens": p.claimed_tokens,
-                 "held_tokens": p.held_tokens})
-        for p in run.poisoned
-    ]
+    found = []
+    for p in run.poisoned:
+        crossing = _crossing_chunk(run, p)
+        found.append(Divergence("poisoned-slot", side, p.describe(), p.request_id, p.step, {
+            "block_id": p.block_id, "column": p.column, "claimed_tokens": p.claimed_tokens,
+            "held_tokens": p.held_tokens, "crossing_request": crossing and crossing.request_id,
+            "crossing_checkpoint": crossing and crossing.checkpoint_tokens}))
     found += [Divergence(f.kind, side, f"{f.kind}: {f.detail.splitlines()[0] if f.detail else ''}",
                       f.request_id, f.step, {"detail": f.detail}) for f in run.faults]
     for rid, o in run.requests.items():

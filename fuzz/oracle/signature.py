@@ -2,8 +2,8 @@
 
 A signature is built from the first finding's kind and the conditions that
 produced it, never from the raw input: which split stop was missed, the
-speculative-decoding family, partial hash hits (for resume-side kinds only, see
-:func:`conditions`), KV-connector tokens, and which side is wrong. A thousand
+speculative-decoding family, partial hash hits and KV-connector tokens (see
+:func:`conditions`), an internal prefill checkpoint in place of a stop, and which side is wrong. A thousand
 inputs of one bug give one signature, hence one ``crashes/<signature>/`` directory.
 
 For a poisoned slot the missed stop is read off the audit: the slot claims
@@ -11,8 +11,13 @@ For a poisoned slot the missed stop is read off the audit: the slot claims
 ended mid-block and the next one ran past the boundary (``unaligned-end``);
 the boundary is then classed against vLLM's ``last_cache_position`` for that
 request (``past-lcp``: the boundary only the #51113 fix enforces; ``below-lcp``:
-one even the old gate enforced). A held state that is not a prefix of the claim
-is ``foreign-state``; one longer than the claim is ``overrun``.
+one even the old gate enforced), unless that chunk exported an internal prefill checkpoint in
+place of the stop: then plain ``unaligned-end`` and the ``internal-checkpoint`` tag. A held state that is not a prefix of the claim
+is ``foreign-state``; one longer than the claim is ``overrun``; the zero state is ``unwritten``
+(a block allocated and hashed, e.g. for an internal prefill checkpoint, that nothing wrote).
+
+Efficiency findings (``fuzz.oracle.efficiency``) are named
+``efficiency-<kind>-<conditions>``, so they never share a directory with a correctness bug.
 
 Invariant: signatures match ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}`` (a directory
 name, and what ``fuzz.report.github.load_bundle`` accepts).
@@ -21,11 +26,16 @@ name, and what ``fuzz.report.github.load_bundle`` accepts).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-from fuzz.model.result import RunResult
-from fuzz.model.scenario import Scenario
-from fuzz.oracle.judge import Divergence, Verdict
+from fuzz.errors import ExitCode
+from fuzz.model.result import FailOn, RunResult, VerdictStatus
+from fuzz.model.scenario import Scenario, prompt_lengths
+from fuzz.oracle.divergence import Divergence
+from fuzz.oracle.efficiency import headline as efficiency_headline
+from fuzz.oracle.judge import Verdict
 
+EFFICIENCY_PREFIX = "efficiency-"
 SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -41,6 +51,8 @@ def _poison_class(finding: Divergence, scenario: Scenario, run: RunResult) -> st
         return "foreign-state"
     if held > claimed:
         return "overrun"
+    if held == 0:
+        return "unwritten"
     if held % block == 0:
         return "stale-boundary"
     outcome = run.requests.get(finding.request_id or "")
@@ -51,20 +63,39 @@ def _poison_class(finding: Divergence, scenario: Scenario, run: RunResult) -> st
     return "unaligned-end-" + ("past-lcp" if claimed > lcp else "below-lcp")
 
 
-def conditions(scenario: Scenario, head: str = "") -> list[str]:
-    """The configuration conditions that name a bug next to its ``head`` (kind and class).
+def conditions(scenario: Scenario, head: str = "", crossing: dict | None = None) -> list[str]:
+    """The conditions that name a bug next to its ``head`` (kind and class).
 
-    Partial hash hits decide where a request resumes, not what a chunk leaves in a slot, so they
-    name resume-side bugs but not ``poison-*`` ones: one missed stop poisons the same way with or
-    without them, and is one bug (one crash directory) either way.
+    Partial hash hits and a KV connector's tokens decide where a request resumes, not what a chunk
+    leaves in a slot, so as configuration they name resume-side bugs but not ``poison-*`` ones: one
+    missed stop poisons the same way with or without them, and is one bug (one crash directory)
+    either way. A ``poison-*`` head is named by the chunk that ran past the claimed boundary instead
+    (``crossing``: the poisoned-slot finding's details, see ``fuzz.oracle.judge``): ``kv-connector``
+    when its request resumed from connector tokens, and ``internal-checkpoint`` when it exported an
+    internal prefill checkpoint in place of that stop.
     """
     e = scenario.engine
     tags = ["eagle-family" if e.spec_decode != "off" else "no-spec"]
-    if e.partial_hash_hits and not head.startswith("poison-"):
+    if head.startswith("poison-"):
+        crossing = crossing or {}
+        if crossing.get("crossing_checkpoint") is not None:
+            tags.append("internal-checkpoint")  # the stop it replaced is the bug, wherever the chunk resumed
+        elif crossing.get("crossing_request") in connector_served(scenario):
+            tags.append("kv-connector")
+        return tags
+    if e.partial_hash_hits:
         tags.append("partial-hits")
-    if any(r.external_tokens for r in scenario.requests):
+    if connector_served(scenario):
         tags.append("kv-connector")
     return tags
+
+
+def connector_served(scenario: Scenario) -> set[str]:
+    """The requests a KV connector can serve tokens to: it offers at most ``prompt - 1`` held tokens,
+    rounded down to the attention block (``workers.sim.connector``), so smaller holdings offer none."""
+    lengths = prompt_lengths(scenario)
+    block = scenario.engine.block_size
+    return {r.id for r in scenario.requests if min(r.external_tokens, lengths[r.id] - 1) >= block}
 
 
 def signature(verdict: Verdict, scenario: Scenario, candidate_run: RunResult) -> str:
@@ -73,6 +104,8 @@ def signature(verdict: Verdict, scenario: Scenario, candidate_run: RunResult) ->
         return "clean"
     if first.kind == "poisoned-slot":
         head = f"poison-{_poison_class(first, scenario, candidate_run)}"
+        if first.details.get("crossing_checkpoint") is not None and head.startswith("poison-unaligned-end"):
+            head = "poison-unaligned-end"  # vLLM's last_cache_position says nothing of a checkpoint's stop
     elif first.kind in ("exception", "engine-crash"):
         detail = str(first.details.get("detail", ""))
         head = f"{first.kind}-{_slug(detail.split(':', 1)[0])[:40] or 'unknown'}"
@@ -80,7 +113,7 @@ def signature(verdict: Verdict, scenario: Scenario, candidate_run: RunResult) ->
         head = "contract-out-of-range"
     else:
         head = first.kind
-    parts = [head, *conditions(scenario, head)]
+    parts = [head, *conditions(scenario, head, first.details)]
     sides = {f.side for f in verdict.findings if f.kind == first.kind}
     side = "both" if "both" in sides or {"candidate", "reference"} <= sides else first.side
     if side not in ("candidate", "unknown"):
@@ -92,3 +125,39 @@ def artifact_signature(kind: str, error: str, scenario: Scenario) -> str:
     """The signature of an input that killed (``worker-crash``, ``worker-oom``) or hung (``hang``) the
     harness: the kind, the exception type named in the worker's last lines, and the conditions."""
     return _slug("-".join([kind, error, *conditions(scenario)]))[:128]
+
+
+def is_efficiency(sig: str) -> bool:
+    """Whether ``sig`` names an efficiency finding (lost hits, extra passes), not a correctness bug."""
+    return sig.startswith(EFFICIENCY_PREFIX)
+
+
+def exit_code_for(signatures: Iterable[str], worker_crashed: bool = False) -> ExitCode:
+    """A fuzzing command's exit code from the signatures it saved: 1 for any correctness finding or a
+    crashed worker, else 4 when only efficiency findings were saved, else 0."""
+    sigs = set(signatures)
+    if worker_crashed or any(not is_efficiency(s) for s in sigs):
+        return ExitCode.DIVERGED
+    return ExitCode.REGRESSED if sigs else ExitCode.CLEAN
+
+
+def efficiency_signature(verdict: Verdict, scenario: Scenario) -> str:
+    """``efficiency-<kind>-<spec family>`` for the verdict's efficiency headline ("clean" when none).
+
+    Only the speculative-decoding family names a cost: it changes what the split may cache (the
+    EAGLE block drop); partial hits and connectors change where requests resume, which the cost
+    already measures, and would split one costly split into many directories."""
+    head = efficiency_headline(verdict.efficiency)
+    if head is None:
+        return "clean"
+    return _slug("-".join([EFFICIENCY_PREFIX + head.kind, conditions(scenario, head.kind)[0]]))[:128]
+
+
+def finding_signature(verdict: Verdict, scenario: Scenario, candidate_run: RunResult, fail_on: FailOn) -> str:
+    """The signature of what ``fail_on`` counts in this verdict: correctness first, then efficiency;
+    "clean" when it counts nothing."""
+    if fail_on.correctness and verdict.status == VerdictStatus.DIVERGED:
+        return signature(verdict, scenario, candidate_run)
+    if fail_on.efficiency and verdict.efficiency:
+        return efficiency_signature(verdict, scenario)
+    return "clean"

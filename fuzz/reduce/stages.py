@@ -198,7 +198,9 @@ def _rescaled(s: Scenario, new: int, scale_budgets: bool) -> Scenario:
         e, mamba_block_size=new, step_budgets=tuple(budget(b) for b in e.step_budgets),
         max_num_batched_tokens=budget(e.max_num_batched_tokens),
         long_prefill_token_threshold=budget(e.long_prefill_token_threshold),
-        retention_interval=None if e.retention_interval is None else scale(e.retention_interval))
+        retention_interval=None if e.retention_interval is None else scale(e.retention_interval),
+        prefill_checkpoint_alignment=None if e.prefill_checkpoint_alignment is None
+        else min(e.prefill_checkpoint_alignment, new))
     requests = [replace(r, prompt=tuple(p if isinstance(p, str) else scale(p) for p in r.prompt),
                         external_tokens=scale(r.external_tokens)) for r in s.requests]
     return Scenario(engine=engine, segments={k: scale(v) for k, v in s.segments.items()},
@@ -245,7 +247,8 @@ def simplify_accept(sh: Shrinker) -> None:
 
 @stage("simplify-engine")
 def simplify_engine(sh: Shrinker) -> None:
-    """Engine knobs one at a time, toward the defaults; KV-connector tokens off; token seed 0."""
+    """Engine knobs one at a time, toward the defaults (GDN's spec, no junction checkpoints among
+    them); KV-connector tokens off; token seed 0."""
 
     def knob(**changes: Any) -> bool:
         return sh.consider(sh.current.with_engine(**changes))
@@ -267,7 +270,8 @@ def simplify_engine(sh: Shrinker) -> None:
             knob(step_budgets=budgets[:j] + budgets[j + 1 :])
             j -= 1
     for name in ("long_prefill_token_threshold", "max_num_seqs", "retention_interval", "num_kv_blocks",
-                 "max_num_batched_tokens", "block_size"):
+                 "max_num_batched_tokens", "block_size", "prefill_checkpoint_alignment",
+                 "shared_prefix_checkpoint"):
         if getattr(sh.current.engine, name) != getattr(DEFAULT_ENGINE, name):
             knob(**{name: getattr(DEFAULT_ENGINE, name)})
     if sh.current.engine.hash_block_size != sh.current.engine.block_size:
@@ -290,7 +294,7 @@ def shrink_numbers(sh: Shrinker) -> None:
                                                                       *s.engine.step_budgets[j + 1 :])), 1, block)
     for name, low, grid in (("max_num_batched_tokens", 1, block), ("long_prefill_token_threshold", 1, block),
                             ("max_num_seqs", 1, 1 << 30), ("retention_interval", 1, block),
-                            ("num_kv_blocks", 4, 1 << 30)):
+                            ("num_kv_blocks", 4, 1 << 30), ("prefill_checkpoint_alignment", 1, block)):
         value = getattr(sh.current.engine, name)
         if value and value != getattr(DEFAULT_ENGINE, name):
             sh.minimize_int(lambda s, n=name: getattr(s.engine, n),

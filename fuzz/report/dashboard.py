@@ -21,11 +21,13 @@ import json
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fuzz.errors import FieldError
+from fuzz.model.scenario import read_json
 from fuzz.store.atomic import atomic_write
 from fuzz.store.bundle import BundleError, load_verdict
 from fuzz.store.stats import (
@@ -88,8 +90,8 @@ def _number(value: float) -> str:
     return f"{value:g}"
 
 
-def line_chart(title: str, series: Series) -> str:
-    """An inline SVG line chart; x is seconds since the campaign's first row."""
+def line_chart(title: str, series: Series, x_label: Callable[[float], str] = format_age) -> str:
+    """An inline SVG line chart; x is seconds since the campaign's first row unless ``x_label`` says otherwise."""
     esc = html.escape
     parts = [
         f'<svg class="plot" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
@@ -121,7 +123,7 @@ def line_chart(title: str, series: Series) -> str:
     for t in x_ticks:
         parts.append(
             f'<text x="{sx(x_lo + t):.1f}" y="{HEIGHT - MARGIN_BOTTOM + 16}" text-anchor="middle">'
-            f"{format_age(t)}</text>"
+            f"{x_label(t)}</text>"
         )
     parts.append(
         f'<line x1="{MARGIN_LEFT}" x2="{MARGIN_LEFT}" y1="{MARGIN_TOP}" y2="{MARGIN_TOP + plot_h}" stroke="#888"/>'
@@ -265,8 +267,29 @@ def _actor_table(latest: dict[str, StatsRow], now: float) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def render_dashboard(rows: Sequence[StatsRow], crashes: list[CrashRow], page_dir: Path, now: float) -> str:
-    """The whole page as one string; links are relative to ``page_dir``, ages to ``now``."""
+def compare_section(compare: dict[str, Any]) -> list[str]:
+    """The A/B cost plots of a ``gdnfuzz compare --json`` file: per scenario, each side's cache-hit
+    tokens and forward passes, scenarios sorted by the reference's value."""
+    parts = [f"<h2>A/B cost: {html.escape(compare['candidate'])} against {html.escape(compare['reference'])}</h2>"]
+    for tier, summary in compare["tiers"].items():
+        costs = summary["per_scenario_costs"]
+        for figure, title in (("hit_tokens", "cache-hit tokens"), ("forward_passes", "forward passes")):
+            ordered = sorted(costs, key=lambda c, f=figure: c["reference"][f])
+            series = {side: [(float(i), float(c[side][figure])) for i, c in enumerate(ordered)]
+                      for side in ("candidate", "reference")}
+            parts.append(line_chart(f"{title} per scenario ({tier} tier, sorted by the reference)", series,
+                                    x_label=lambda x: f"{x:.0f}"))
+        totals = "".join(f"<tr><td>{html.escape(name)}</td><td>{t['candidate']:,.0f}</td><td>{t['reference']:,.0f}</td></tr>"
+                         for name, t in summary["totals"].items())
+        parts.append(f"<table><thead><tr><th>{html.escape(tier)} totals</th><th>candidate</th><th>reference</th>"
+                     f"</tr></thead><tbody>{totals}</tbody></table>")
+    return parts
+
+
+def render_dashboard(rows: Sequence[StatsRow], crashes: list[CrashRow], page_dir: Path, now: float,
+                     compare: dict[str, Any] | None = None) -> str:
+    """The whole page as one string; links are relative to ``page_dir``, ages to ``now``; ``compare``
+    (a ``gdnfuzz compare --json`` report) adds the A/B cost plots."""
     latest = latest_by_actor(rows)
     total = campaign_totals(latest.values())
     span = (max(r.time for r in rows) - min(r.time for r in rows)) if rows else 0.0
@@ -304,15 +327,43 @@ def render_dashboard(rows: Sequence[StatsRow], crashes: list[CrashRow], page_dir
             _actor_table(latest, now),
             "<h2>Crash signatures</h2>",
             _crash_table(crashes, page_dir),
+            *(compare_section(compare) if compare else []),
             "</body></html>",
         ]
     )
 
 
-def write_dashboard(stats_path: str | Path | None, crashes_dir: str | Path, out: str | Path) -> Path:
-    """Render the page from the stats file (None: no plots yet) and the crash store; write it atomically."""
+def write_dashboard(stats_path: str | Path | None, crashes_dir: str | Path, out: str | Path,
+                    compare_path: str | Path | None = None) -> Path:
+    """Render the page from the stats file (None: no plots yet), the crash store and, when given, a
+    ``gdnfuzz compare --json`` report; write it atomically."""
     rows = read_stats(stats_path) if stats_path is not None else []
+    compare = read_compare(compare_path) if compare_path is not None else None
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    page = render_dashboard(rows, scan_crashes(crashes_dir), out.parent, time.time())
+    page = render_dashboard(rows, scan_crashes(crashes_dir), out.parent, time.time(), compare)
     return atomic_write(out, page)
+
+
+def read_compare(path: str | Path) -> dict[str, Any]:
+    """A ``gdnfuzz compare --json`` report; anything else is an InputError naming the file and field."""
+    data = read_json(path)
+    tiers = data.get("tiers") if isinstance(data, dict) else None
+    if not isinstance(tiers, dict) or not all(isinstance(data.get(k), str) for k in ("candidate", "reference")):
+        raise FieldError("tiers", "not a gdnfuzz compare report", path)
+    for tier, summary in tiers.items():
+        costs = summary.get("per_scenario_costs") if isinstance(summary, dict) else None
+        if not isinstance(costs, list) or not isinstance(summary.get("totals"), dict):
+            raise FieldError(f"tiers.{tier}", "expected totals and per_scenario_costs", path)
+        for i, c in enumerate(costs):
+            for side in ("candidate", "reference"):
+                values = c.get(side) if isinstance(c, dict) else None
+                if not isinstance(values, dict) or not all(
+                        isinstance(values.get(f), int) and not isinstance(values.get(f), bool)
+                        for f in ("hit_tokens", "forward_passes")):
+                    raise FieldError(f"tiers.{tier}.per_scenario_costs[{i}].{side}", "expected integer costs", path)
+        for name, t in summary["totals"].items():
+            if not isinstance(t, dict) or not all(isinstance(t.get(s), int | float) and not isinstance(t.get(s), bool)
+                                                  for s in ("candidate", "reference")):
+                raise FieldError(f"tiers.{tier}.totals.{name}", "expected numbers", path)
+    return data

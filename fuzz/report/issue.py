@@ -13,6 +13,7 @@ from typing import Any
 
 from fuzz.model.scenario import pretty_json, scenario_summary
 from fuzz.oracle.finding import replay_argv
+from fuzz.report.lifecycle import lifecycle_rows
 from fuzz.store.bundle import ENVIRONMENT_KEYS, CrashBundle
 
 MAX_TITLE = 256  # GitHub's limit on an issue title
@@ -21,7 +22,7 @@ MAX_BODY = 65_000  # GitHub rejects bodies over 65,536 characters
 
 def _replay_argv(bundle: CrashBundle, scenario_path: str) -> list[str]:
     v = bundle.verdict
-    return replay_argv(scenario_path, v["candidate"], v["reference"], v["tier"])
+    return replay_argv(scenario_path, v["candidate"], v["reference"], v["tier"], v.get("fail_on", "correctness"))
 
 
 def replay_command(bundle: CrashBundle) -> str:
@@ -43,7 +44,7 @@ def regression_snippet(bundle: CrashBundle) -> str:
         '    path = tmp_path / "scenario.json"\n'
         "    path.write_text(json.dumps(SCENARIO))\n"
         f"    run = subprocess.run({argv}, capture_output=True, text=True)\n"
-        "    # gdnfuzz replay exits 1 while the candidate diverges from the reference, 0 once fixed.\n"
+        "    # gdnfuzz replay exits non-zero while the finding reproduces (1 diverged, 4 regressed), 0 once fixed.\n"
         "    assert run.returncode == 0, run.stdout + run.stderr\n"
     )
 
@@ -85,6 +86,7 @@ def _facts(bundle: CrashBundle) -> str:
             ("First divergent request", first),
             ("Found on tier", v["tier"]),
             ("Confirmation", _confirmation(v)),
+            *lifecycle_rows(v),
         ]
     )
 
@@ -137,7 +139,7 @@ def issue_body(bundle: CrashBundle) -> str:
             f"## Environment\n\n{_environment(bundle)}",
             f"## Minimized scenario\n\n{_scenario_block(bundle)}",
             f"## Replay\n\n```sh\n{replay_command(bundle)}\n```\n"
-            "It exits 1 while the candidate diverges from the reference, 0 once fixed.",
+            "It exits non-zero while the finding reproduces (1: diverged, 4: regressed), 0 once fixed.",
             f"## Regression test\n\n```python\n{regression_snippet(bundle)}```",
         ]
     )
@@ -158,3 +160,29 @@ def comment_body(bundle: CrashBundle) -> str:
         ]
     )
 
+
+
+def _checked(bundle: CrashBundle, record: dict[str, Any]) -> str:
+    """What a verification ran (the candidate, the tries and hits, the canary), and the ranges known."""
+    checked = (f"Checked: {record['candidate']}; {record['hits']} of {record['tries']} tries reproduced; "
+               f"canary: {record.get('canary') or 'not run'}.")
+    rows = lifecycle_rows(bundle.verdict)  # the fixed and regression ranges known so far
+    return f"{checked}\n\n{_table(rows)}" if rows else checked
+
+
+def fixed_comment(bundle: CrashBundle, record: dict[str, Any]) -> str:
+    """The comment that closes a finding's issue: it no longer reproduces, and what was checked."""
+    return "\n\n".join([
+        _marker(bundle.signature),
+        f"gdnfuzz verify-fixed: **no longer reproduces**, closing. {_checked(bundle, record)}",
+        f"```sh\n{replay_command(bundle)}\n```",
+    ])
+
+
+def reopen_comment(bundle: CrashBundle, record: dict[str, Any]) -> str:
+    """The comment on reopening a closed finding's issue: its bundle reproduces again."""
+    return "\n\n".join([
+        _marker(bundle.signature),
+        f"gdnfuzz verify-fixed: **reproduces again**, reopening. {_checked(bundle, record)}",
+        f"```sh\n{replay_command(bundle)}\n```",
+    ])

@@ -7,7 +7,11 @@ for the fuzzer's fallback decoder. The biases: chunk budgets that fragment a
 block (below B, just above B, 2B minus a little, hand-picked per-step budgets),
 prompt lengths within a few tokens of multiples of B, several requests sharing
 one prefix and arriving close together (concurrent prefills), and followers
-arriving after the producer finished (cache hits on its slots).
+arriving after the producer finished (cache hits on its slots). Beyond GDN's
+configuration: a Mamba spec with internal prefill checkpoints (Mamba2, KDA alignments),
+shared-prefix junction checkpoints with partial hits and a drafter, and requests whose
+prefix a KV connector holds (often ending mid-block, sometimes beyond what the local
+cache has, with a tight pool so local blocks get evicted and come back externally).
 
 Invariant: the result always passes ``Scenario.from_dict`` validation, and the
 KV pool (when limited) always holds the largest request, so a stall is never
@@ -25,10 +29,12 @@ from fuzz.model.scenario import (
     Request,
     Scenario,
     conversation_lengths,
+    prompt_lengths,
     required_kv_blocks,
 )
 
 MAMBA_BLOCK_SIZES = (64, 128, 256, 384, 512, 1600)
+CHECKPOINT_ALIGNMENTS = (1, 1, 16, 64)  # Mamba2 declares 1; KDA layers declare their chunk size
 
 
 class Choices(Protocol):
@@ -100,12 +106,36 @@ def random_requests(c: Choices, engine: EngineKnobs, segments: dict[str, int]) -
     return tuple(requests)
 
 
+def random_checkpointing(c: Choices, engine: EngineKnobs) -> EngineKnobs:
+    """The Mamba layer family and shared-prefix checkpointing (drawn after the GDN-era knobs)."""
+    alignment = c.choice(CHECKPOINT_ALIGNMENTS) if c.random() < 0.3 else None
+    shared = engine.partial_hash_hits and engine.spec_decode != "off" and c.random() < 0.5
+    return replace(engine, prefill_checkpoint_alignment=alignment, shared_prefix_checkpoint=shared)
+
+
+def external_tokens(c: Choices, engine: EngineKnobs, prompt_length: int) -> int:
+    """How much of a prompt a KV connector holds: near a block boundary, often mid-block."""
+    return max(0, min(prompt_length - 1, near_multiple(c, engine.mamba_block_size, 2)))
+
+
+def with_connector(c: Choices, scenario: Scenario) -> Scenario:
+    """Give some requests an externally held prefix."""
+    lengths = prompt_lengths(scenario)
+    requests = tuple(
+        replace(r, external_tokens=external_tokens(c, scenario.engine, lengths[r.id])) if c.random() < 0.5 else r
+        for r in scenario.requests)
+    return replace(scenario, requests=requests)
+
+
 def random_scenario(c: Choices) -> Scenario:
     engine = random_engine(c)
     segments = {f"s{j}": near_multiple(c, engine.mamba_block_size) for j in range(c.randint(1, 3))}
     requests = random_requests(c, engine, segments)
     scenario = within_context(Scenario(engine=engine, segments=segments, requests=requests,
                                        seed=c.randint(0, 1 << 30)))
+    scenario = replace(scenario, engine=random_checkpointing(c, engine))
+    if c.random() < 0.2:
+        scenario = with_connector(c, scenario)
     if c.random() < 0.15:
         scenario = scenario.with_engine(num_kv_blocks=tight_kv_blocks(scenario, c.random()))
     # round-trip through validation: generation can never produce what the parser rejects

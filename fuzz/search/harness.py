@@ -10,17 +10,23 @@ first leaves vLLM unimported until ``instrument_vllm``.)
 Each input is decoded into a scenario (``fuzz.search.mutate.decode``), run on the sim
 tier under the candidate and the reference, and judged. A divergence is not a
 libFuzzer crash (that would stop the fuzzer at the first one): it is given a
-signature; a new signature is minimized and saved as a bundle, a known one bumps
-its hit count. Each divergence prints ``gdnfuzz-detected SIG`` on stderr at once
-and ``gdnfuzz-finding SIG PATH`` once saved, for ``gdnfuzz run`` to pick up.
+signature and saved as a raw bundle (the input as found) under GDNFUZZ_CRASHES; a
+known one counts one more hit (or replay, for a committed corpus input). Each
+divergence prints ``gdnfuzz-detected SIG`` and ``gdnfuzz-finding SIG RAW_BUNDLE``
+on stderr, for ``gdnfuzz run`` (whose reducer minimizes it beside the fuzzer) or
+the campaign's crash store to pick up.
 
-Settings come from the environment (set by ``gdnfuzz run``): GDNFUZZ_CANDIDATE,
-GDNFUZZ_REFERENCE, GDNFUZZ_CRASHES, GDNFUZZ_REGRESSIONS (empty: do not write
-regressions), GDNFUZZ_MINIMIZE_SECONDS.
+Settings come from the environment (set by ``gdnfuzz run`` and the campaign):
+GDNFUZZ_CANDIDATE, GDNFUZZ_REFERENCE, GDNFUZZ_CRASHES (this worker's raw bundles),
+GDNFUZZ_FAIL_ON (correctness, efficiency or any: which class of finding is saved;
+see ``fuzz.oracle.efficiency``), GDNFUZZ_COMMITTED (os.pathsep-separated corpus dirs
+of committed inputs).
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import sys
 from collections import Counter
@@ -29,17 +35,15 @@ from pathlib import Path
 
 from fuzz.errors import ConfigRejected
 from fuzz.model.policies import resolve_policy
-from fuzz.model.result import VerdictStatus
-from fuzz.model.scenario import Scenario
+from fuzz.model.result import FailOn
 from fuzz.oracle.finding import Finding
 from fuzz.oracle.judge import self_consistent
-from fuzz.oracle.signature import signature
-from fuzz.reduce.minimize import minimize, same_signature
-from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE
+from fuzz.oracle.signature import finding_signature
+from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE
 from fuzz.search.mutate import crossover, decode, mutate
 from fuzz.store.bundle import save_finding
 from fuzz.tiers import KERNEL_CONFORMANCE_TARGET, executor_for, load
-from fuzz.triage.replay import Replayed, replay
+from fuzz.triage.replay import replay
 
 INSTRUMENTED = (
     "vllm.v1.core",
@@ -48,14 +52,29 @@ INSTRUMENTED = (
 )
 
 
+def vllm_modules_outside(prefixes: tuple[str, ...]) -> set[str]:
+    """Every module name of the installed vLLM (read off its files, nothing imported) outside ``prefixes``."""
+    root = Path(importlib.util.find_spec("vllm").origin).parent
+    names = set()
+    for path in root.rglob("*.py"):
+        parts = ("vllm", *path.relative_to(root).with_suffix("").parts)
+        names.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return {n for n in names if not any(n == p or n.startswith(p + ".") for p in prefixes)}
+
+
 def instrument_vllm() -> None:
-    """Import vLLM's scheduling modules under atheris instrumentation (must run first)."""
+    """Import vLLM's scheduling modules under atheris instrumentation (must run first).
+
+    atheris widens an ``include`` name to its top-level package (``vllm.v1.core`` instruments all of
+    vLLM that is imported in the block: measured 60 s of start-up and coverage feedback from config
+    parsing); so every other vLLM module is named in ``exclude``, and only the scheduling code is
+    instrumented while its dependencies import as they are."""
     import atheris
 
     already = [m for m in sys.modules if m.startswith(INSTRUMENTED)]
     if already:
         raise RuntimeError(f"imported before instrumentation, so not instrumented: {already[:3]}")
-    with atheris.instrument_imports(include=list(INSTRUMENTED)):
+    with atheris.instrument_imports(include=list(INSTRUMENTED), exclude=sorted(vllm_modules_outside(INSTRUMENTED))):
         import vllm.v1.core.block_pool  # noqa: F401
         import vllm.v1.core.kv_cache_coordinator  # noqa: F401
         import vllm.v1.core.kv_cache_manager  # noqa: F401
@@ -70,60 +89,69 @@ def instrument_vllm() -> None:
 class HarnessSettings:
     candidate: str
     reference: str
-    crashes: Path
-    regressions: Path | None
-    minimize_seconds: float
+    crashes: Path  # where this worker's raw bundles go (one writer: this process)
+    fail_on: FailOn = FailOn.CORRECTNESS
+    committed: tuple[Path, ...] = ()  # corpus dirs of committed inputs (seeds, regressions): their hits are replays
 
     @classmethod
     def from_env(cls) -> HarnessSettings:
-        regressions = os.environ.get("GDNFUZZ_REGRESSIONS", "corpus/regressions")
+        committed = os.environ.get("GDNFUZZ_COMMITTED", "")
         return cls(
             candidate=os.environ.get("GDNFUZZ_CANDIDATE", "pre-51113"),
             reference=os.environ.get("GDNFUZZ_REFERENCE", "vllm"),
             crashes=Path(os.environ.get("GDNFUZZ_CRASHES", "crashes")),
-            regressions=Path(regressions) if regressions else None,
-            minimize_seconds=float(os.environ.get("GDNFUZZ_MINIMIZE_SECONDS", "60")),
+            fail_on=FailOn(os.environ.get("GDNFUZZ_FAIL_ON", FailOn.CORRECTNESS)),
+            committed=tuple(Path(d) for d in committed.split(os.pathsep) if d),
         )
 
 
+def _digest(data: bytes) -> str:
+    return hashlib.sha1(data).hexdigest()
+
+
 class FuzzTarget:
-    """``test_one_input`` for atheris; keeps the signatures this process has seen."""
+    """``test_one_input`` for atheris: judge, name, and save each finding raw, never stopping to minimize.
+
+    Invariants: every input runs the candidate once (the fast path's run is the replay's); a finding
+    is saved as a raw bundle (``fuzz.store.bundle.save_finding`` with the input as found) and named on
+    stderr, so minimizing it (``gdnfuzz run``'s reducer, the campaign's crash store) happens beside
+    the fuzzer; an occurrence whose input is a committed corpus file counts as a replay, not a hit.
+    """
 
     def __init__(self, settings: HarnessSettings):
         self.settings = settings
         self.candidate = resolve_policy(settings.candidate)
         self.reference = resolve_policy(settings.reference)
         self.hits: Counter[str] = Counter()
+        self.committed = {_digest(p.read_bytes()) for d in settings.committed if d.is_dir()
+                          for p in d.glob("*.json") if p.is_file()}
+        self.started = False
 
     def test_one_input(self, data: bytes) -> None:
+        if not self.started:
+            self.started = True
+            print(FIRST_INPUT_LINE, file=sys.stderr, flush=True)
         scenario = decode(data)
+        fail_on = self.settings.fail_on
         try:
-            # Fast path: a candidate run that is right on its own cannot be the wrong side of a
-            # verdict; only then is the reference skipped (reference bugs: fuzz with --candidate vllm).
-            if self_consistent(executor_for("sim").run(scenario, self.candidate)):
+            run = executor_for("sim").run(scenario, self.candidate)
+            # Fast path (correctness only): a candidate run that is right on its own cannot be the wrong
+            # side of a verdict; only then is the reference skipped (reference bugs: fuzz with --candidate
+            # vllm). Efficiency is a comparison of the two runs, so it always needs the reference.
+            if not fail_on.efficiency and self_consistent(run):
                 return
-            replayed = replay(scenario, self.candidate, self.reference, "sim")
+            replayed = replay(scenario, self.candidate, self.reference, "sim", candidate_run=run)
         except ConfigRejected:
             return  # an engine config vLLM refuses is not an input, let alone a finding
-        if replayed.verdict.status != VerdictStatus.DIVERGED:
+        sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
+        if sig == "clean":
             return
-        sig = signature(replayed.verdict, scenario, replayed.candidate)
         self.hits[sig] += 1
         print(f"{DETECTED_LINE} {sig}", file=sys.stderr, flush=True)
-        bundle = self.save(sig, scenario, replayed)
+        finding = Finding(sig, scenario, scenario, replayed.verdict, self.candidate.spec, self.reference.spec,
+                          replayed.candidate, reference_run=replayed.reference, fail_on=fail_on)
+        bundle = save_finding(finding, self.settings.crashes, None, replay=_digest(data) in self.committed)
         print(f"{FINDING_LINE} {sig} {bundle}", file=sys.stderr, flush=True)
-
-    def save(self, sig: str, scenario: Scenario, replayed: Replayed) -> Path:
-        if self.settings.minimize_seconds <= 0 or (self.settings.crashes / sig / "verdict.json").exists():
-            minimized, stages, final = scenario, [], replayed
-        else:
-            report = minimize(scenario, same_signature(sig, self.candidate, self.reference),
-                              max_seconds=self.settings.minimize_seconds)
-            minimized, stages = report.minimized, report.stage_dicts()
-            final = replay(minimized, self.candidate, self.reference, "sim")
-        finding = Finding(sig, scenario, minimized, final.verdict, self.candidate.spec, self.reference.spec,
-                          final.candidate, stages=stages)
-        return save_finding(finding, self.settings.crashes, self.settings.regressions)
 
 
 def main(argv: list[str]) -> None:

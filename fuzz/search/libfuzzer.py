@@ -1,8 +1,8 @@
 """libFuzzer plumbing shared by ``gdnfuzz run``, the campaign and the corpus merge: the harness
 command, the flags every worker gets, and the parsing of what workers print.
 
-Invariant: the line formats the harness prints (``DETECTED_LINE``, ``FINDING_LINE``) and the
-libFuzzer status lines are parsed here only, so the printer and every reader agree.
+Invariant: the line formats the harness and the reducer print (``*_LINE``) and the libFuzzer
+status lines are parsed here only, so the printer and every reader agree.
 """
 
 from __future__ import annotations
@@ -13,9 +13,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from fuzz.errors import ExitCode
+from fuzz.oracle.signature import exit_code_for
+
 HARNESS_MODULE = "fuzz.search.harness"
 DETECTED_LINE = "gdnfuzz-detected"  # printed when a divergence is seen, before minimizing
 FINDING_LINE = "gdnfuzz-finding"  # printed once the finding is saved
+FIRST_INPUT_LINE = "gdnfuzz-first-input"  # printed when the harness starts its first input
+SAVED_LINE = "gdnfuzz-saved"  # printed by the reducer once a finding's bundle is minimized and stored
 STATUS = re.compile(r"#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+ (?:lim: \d+ )?exec/s: (\d+)")
 FINAL_STAT = re.compile(r"stat::(\w+):\s+(\d+)")
 DEFAULT_FLAGS = ("-max_len=16384", "-print_final_stats=1")  # every harness worker, run or campaign
@@ -45,35 +50,74 @@ class WorkerStats:
 
 @dataclass
 class Progress:
-    """What all workers reported so far (updated from their stderr threads)."""
+    """What the workers and the reducer reported so far (updated from their output threads).
+
+    ``findings``: every raw save a worker reported, (seconds, signature, raw bundle), repeats included;
+    ``saved``: signature -> (seconds, bundle) once the reducer stored it; ``detected``: signature ->
+    seconds to its first detection; ``first_input``: seconds to the first input any worker ran.
+    """
 
     started: float = field(default_factory=time.monotonic)
     workers: dict[int, WorkerStats] = field(default_factory=dict)
-    findings: list[tuple[float, str, str]] = field(default_factory=list)  # (seconds, signature, bundle)
-    detected: dict[str, float] = field(default_factory=dict)  # signature -> seconds to first detection
+    findings: list[tuple[float, str, str]] = field(default_factory=list)
+    saved: dict[str, tuple[float, str]] = field(default_factory=dict)
+    detected: dict[str, float] = field(default_factory=dict)
+    first_input: float | None = None
     worker_crashes: int = 0  # libFuzzer crashes (their inputs are in crashes/raw/)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    _announced: set[str] = field(default_factory=set)
 
     def feed(self, worker: int, line: str) -> None:
+        now = time.monotonic() - self.started
         with self.lock:
-            if line.startswith(DETECTED_LINE):
-                self.detected.setdefault(line.split()[1], time.monotonic() - self.started)
-                return
-            if line.startswith(FINDING_LINE):
+            if line.startswith(FIRST_INPUT_LINE):
+                self.first_input = now if self.first_input is None else self.first_input
+            elif line.startswith(DETECTED_LINE):
+                self.detected.setdefault(line.split()[1], now)
+            elif line.startswith(FINDING_LINE):
                 _, sig, bundle = line.split(maxsplit=2)
-                self.findings.append((time.monotonic() - self.started, sig, bundle))
-                return
-            m = STATUS.search(line)
-            if m:
+                self.findings.append((now, sig, bundle))
+            elif line.startswith(SAVED_LINE):
+                _, sig, bundle = line.split(maxsplit=2)
+                self.saved[sig] = (now, bundle)
+            elif m := STATUS.search(line):
                 s = self.workers.setdefault(worker, WorkerStats())
                 s.execs, s.cov, s.ft, s.corpus, s.exec_per_s = map(int, m.groups())
                 s.first_cov = s.cov if s.first_cov is None else s.first_cov
 
+    def signatures(self) -> set[str]:
+        with self.lock:
+            return {sig for _, sig, _ in self.findings} | set(self.saved)
+
+    def first_raw_bundles(self) -> list[tuple[str, str]]:
+        """Each signature with the first raw bundle a worker saved for it, in order of discovery."""
+        with self.lock:
+            first: dict[str, str] = {}
+            for _, sig, bundle in self.findings:
+                first.setdefault(sig, bundle)
+            return list(first.items())
+
+    def take_announcements(self) -> list[str]:
+        """One line per signature, the first time a worker reports it (as libFuzzer prints ``NEW``), never
+        again; repeats are counted in the status line."""
+        with self.lock:
+            lines = []
+            for seconds, sig, bundle in self.findings:
+                if sig not in self._announced:
+                    self._announced.add(sig)
+                    lines.append(f"{seconds:8.1f}s  new {sig}  (raw: {bundle}; minimizing beside the fuzzer)")
+            return lines
+
+    def exit_code(self) -> ExitCode:
+        """1 if a correctness finding was found or a worker crashed, else 4 if only efficiency findings
+        (``efficiency-*`` signatures) were found, else 0."""
+        return exit_code_for(self.signatures(), self.worker_crashes > 0)
+
     def line(self) -> str:
         with self.lock:
             ws = list(self.workers.values())
-            sigs = sorted({sig for _, sig, _ in self.findings})
+            sigs = {sig for _, sig, _ in self.findings}
             return (f"[{time.monotonic() - self.started:6.0f}s] execs {sum(w.execs for w in ws)} "
                     f"exec/s {sum(w.exec_per_s for w in ws)} cov {max((w.cov for w in ws), default=0)} "
                     f"ft {max((w.ft for w in ws), default=0)} corpus {max((w.corpus for w in ws), default=0)} "
-                    f"findings {len(self.findings)} ({len(sigs)} signatures)")
+                    f"signatures {len(sigs)} (repeats {len(self.findings) - len(sigs)})")

@@ -20,9 +20,18 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from fuzz.model.scenario import Request, Scenario, ScenarioError, canonical_json, required_kv_blocks
+from fuzz.model.scenario import (
+    Request,
+    Scenario,
+    ScenarioError,
+    canonical_json,
+    prompt_lengths,
+    required_kv_blocks,
+)
 from fuzz.search.generate import (
+    CHECKPOINT_ALIGNMENTS,
     MAMBA_BLOCK_SIZES,
+    external_tokens,
     fragmenting_budget,
     near_multiple,
     random_scenario,
@@ -243,6 +252,34 @@ def chunk_limits(s: Scenario, rng: random.Random) -> Scenario:
 def preemption_pressure(s: Scenario, rng: random.Random) -> Scenario:
     blocks = None if s.engine.num_kv_blocks and rng.random() < 0.3 else tight_kv_blocks(s, rng.random())
     return s.with_engine(num_kv_blocks=blocks)
+
+
+@mutation
+def change_mamba_family(s: Scenario, rng: random.Random) -> Scenario:
+    """GDN (no prefill checkpoint blocks) or an internal-checkpoint spec with another alignment."""
+    alignment = None if s.engine.prefill_checkpoint_alignment and rng.random() < 0.4 \
+        else rng.choice(CHECKPOINT_ALIGNMENTS)
+    return s.with_engine(prefill_checkpoint_alignment=alignment)
+
+
+@mutation
+def toggle_shared_prefix_checkpoint(s: Scenario, rng: random.Random) -> Scenario:
+    """Junction checkpoints on (with what vLLM needs for them: partial hits and a drafter) or off."""
+    e = s.engine
+    if e.shared_prefix_checkpoint:
+        return s.with_engine(shared_prefix_checkpoint=False)
+    spec = e.spec_decode if e.spec_decode != "off" else rng.choice(("mtp", "eagle"))
+    return s.with_engine(shared_prefix_checkpoint=True, hash_block_size=16, spec_decode=spec,
+                         num_speculative_tokens=e.num_speculative_tokens or rng.randint(1, 4))
+
+
+@mutation
+def external_prefix(s: Scenario, rng: random.Random) -> Scenario:
+    """A request's prefix held (or no longer held) by the KV connector."""
+    i = _pick(s, rng)
+    held = 0 if s.requests[i].external_tokens and rng.random() < 0.3 else \
+        external_tokens(rng, s.engine, prompt_lengths(s)[s.requests[i].id])
+    return _replace_request(s, i, external_tokens=held)
 
 
 # ---------------------------------------------------------------- hooks

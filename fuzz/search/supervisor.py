@@ -1,11 +1,20 @@
-"""The ``gdnfuzz run`` process supervisor: harness worker subprocesses, their output, restarts.
+"""The ``gdnfuzz run`` process supervisor: harness workers, the reducer beside them, their output, restarts.
 
-``atheris.Fuzz()`` never returns, so each worker is a harness subprocess; the
-supervisor passes the settings through the environment, reads the workers'
-libFuzzer status lines and finding lines into a :class:`~fuzz.search.libfuzzer.Progress`,
-shows one live progress line, and restarts a worker that died before the time
-was up (its last lines are kept in ``crashes/harness-crashes.log``, the input
-it died on in ``crashes/raw/``).
+``atheris.Fuzz()`` never returns, so each worker is a harness subprocess; the supervisor passes the
+settings through the environment, reads the workers' libFuzzer status lines and finding lines into a
+:class:`~fuzz.search.libfuzzer.Progress`, shows one live status line, and restarts a worker that died
+before the time was up (its last lines are kept in ``crashes/harness-crashes.log``, the input it died
+on in ``crashes/raw/``).
+
+Invariants:
+- fuzzing never waits for a finding: each worker stores its findings raw (``crashes/raw/worker-<i>/``)
+  and the one reducer process (``fuzz.search.reducer``) minimizes each signature new to this run into
+  ``crashes/<signature>/`` while the workers go on;
+- ``--max-time`` holds within a few seconds: workers stop at the deadline (libFuzzer's
+  ``-max_total_time``), the reducer stores its minimization in flight as it stands then, and anything
+  it has not reached is stored as found before the supervisor returns;
+- each signature's ``hits`` (new discoveries) and ``replays`` (committed corpus inputs run again) are
+  the sums over the workers' raw bundles, synced into its bundle when the run ends.
 """
 
 from __future__ import annotations
@@ -20,9 +29,12 @@ from pathlib import Path
 from typing import IO
 
 from fuzz.errors import ExitCode
-from fuzz.search.libfuzzer import DEFAULT_FLAGS, Progress, harness_command
+from fuzz.search.libfuzzer import DEFAULT_FLAGS, SAVED_LINE, Progress, harness_command
+from fuzz.store.bundle import store_as_found, sync_counts
 
-RUN_LIMITS = ("-timeout=900", "-rss_limit_mb=16384")  # gdnfuzz run's own (inline minimization is slow)
+RUN_LIMITS = ("-timeout=900", "-rss_limit_mb=16384")  # gdnfuzz run's own
+REDUCER_MODULE = "fuzz.search.reducer"
+DRAIN_SECONDS = 8.0  # after the deadline: the reducer's in-flight store and the unreached jobs
 
 
 def _pump(stream: IO[str], worker: int, progress: Progress, log: list[str]) -> None:
@@ -39,40 +51,98 @@ def corpus_dirs(corpus: Path) -> list[str]:
     return [str(queue)] + [str(d) for d in (corpus / "seeds", corpus / "regressions") if d.is_dir()]
 
 
-def worker_env(args: argparse.Namespace) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update({
-        "GDNFUZZ_CANDIDATE": args.candidate,
-        "GDNFUZZ_REFERENCE": args.reference,
-        "GDNFUZZ_CRASHES": str(args.crashes),
-        "GDNFUZZ_REGRESSIONS": "" if args.no_regressions else str(Path(args.corpus) / "regressions"),
-        "GDNFUZZ_MINIMIZE_SECONDS": str(args.minimize_time),
-        "VLLM_LOGGING_LEVEL": "ERROR",
-        "GDNFUZZ_TARGET": args.target,
-    })
-    return env
+def worker_env(args: argparse.Namespace, raw: Path) -> dict[str, str]:
+    """A harness worker's settings: its raw bundles under ``raw``, committed inputs counted as replays."""
+    committed = [d for d in corpus_dirs(Path(args.corpus))[1:]]
+    return {**os.environ, "GDNFUZZ_CANDIDATE": args.candidate, "GDNFUZZ_REFERENCE": args.reference,
+            "GDNFUZZ_CRASHES": str(raw), "GDNFUZZ_COMMITTED": os.pathsep.join(committed),
+            "GDNFUZZ_FAIL_ON": str(args.fail_on), "GDNFUZZ_TARGET": args.target, "VLLM_LOGGING_LEVEL": "ERROR"}
 
 
-def run_workers(args: argparse.Namespace, progress: Progress, out: IO[str] = sys.stderr) -> int:
-    deadline = time.monotonic() + args.max_time if args.max_time else None
+def reducer_env(args: argparse.Namespace, deadline: float | None) -> dict[str, str]:
+    return {**os.environ, "GDNFUZZ_CANDIDATE": args.candidate, "GDNFUZZ_REFERENCE": args.reference,
+            "GDNFUZZ_FAIL_ON": str(args.fail_on), "GDNFUZZ_CRASHES": str(args.crashes),
+            "GDNFUZZ_REGRESSIONS": "" if args.no_regressions else str(Path(args.corpus) / "regressions"),
+            "GDNFUZZ_MINIMIZE_SECONDS": str(args.minimize_time),
+            "GDNFUZZ_DEADLINE": "" if deadline is None else str(deadline), "VLLM_LOGGING_LEVEL": "ERROR"}
+
+
+class Reducer:
+    """The reducer process: one job per signature new to this run, its saved lines into ``progress``."""
+
+    def __init__(self, args: argparse.Namespace, progress: Progress, deadline: float | None):
+        self.progress = progress
+        self.proc = subprocess.Popen([sys.executable, "-m", REDUCER_MODULE], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     env=reducer_env(args, deadline), cwd=os.getcwd())
+        self.sent: set[str] = set()
+        self.reader = threading.Thread(target=_pump, args=(self.proc.stdout, -1, progress, []), daemon=True)
+        self.reader.start()
+
+    def submit_new(self) -> None:
+        """Send every signature first found since the last call (its first raw bundle)."""
+        assert self.proc.stdin is not None
+        for sig, raw in self.progress.first_raw_bundles():
+            if sig not in self.sent and self.proc.poll() is None:
+                self.sent.add(sig)
+                self.proc.stdin.write(f"{sig} {raw}\n")
+                self.proc.stdin.flush()
+
+    def finish(self, timeout: float) -> None:
+        """No more jobs; wait up to ``timeout`` for the reducer to store what it has."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=max(timeout, 1.0))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.reader.join(timeout=5)
+
+
+def stop_at_deadline(procs: list[subprocess.Popen[str]], grace: float = 3.0) -> None:
+    """Ask each worker to stop (libFuzzer exits on SIGTERM after printing its stats), then kill it.
+
+    libFuzzer's own ``-max_total_time`` starts counting only once vLLM is imported, so the supervisor
+    holds the deadline itself."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    end = time.time() + grace
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(end - time.time(), 0.1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def sync_signature_counts(crashes: Path, signatures: set[str]) -> None:
+    """Each bundle's hits and replays: the sums over every worker's raw bundle of its signature."""
+    for sig in signatures:
+        if (crashes / sig / "verdict.json").exists():
+            sync_counts(crashes / sig, sorted(p.parent for p in (crashes / "raw").glob(f"*/{sig}/verdict.json")))
+
+
+def run_workers(args: argparse.Namespace, progress: Progress, out: IO[str] = sys.stderr) -> ExitCode:
+    deadline = time.time() + args.max_time if args.max_time else None
     dirs = corpus_dirs(Path(args.corpus))
-    Path(args.crashes).mkdir(parents=True, exist_ok=True)
+    crashes = Path(args.crashes)
+    raw = crashes / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
     procs: dict[int, tuple[subprocess.Popen[str], threading.Thread, list[str]]] = {}
     restarts = 0
-
-    raw = Path(args.crashes) / "raw"
-    raw.mkdir(parents=True, exist_ok=True)
+    reducer = Reducer(args, progress, deadline)
 
     def start(i: int) -> None:
-        remaining = int(deadline - time.monotonic()) if deadline else 0
         flags = [*DEFAULT_FLAGS, *RUN_LIMITS, f"-seed={args.seed + i + 1000 * restarts}", f"-artifact_prefix={raw}/"]
         if deadline:
-            flags.append(f"-max_total_time={max(remaining, 1)}")
+            flags.append(f"-max_total_time={max(int(deadline - time.time()), 1)}")
         if args.runs:
             flags.append(f"-runs={args.runs}")
         cmd = harness_command([*flags, *args.libfuzzer, *dirs])
         proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                                env=worker_env(args), cwd=os.getcwd())
+                                env=worker_env(args, raw / f"worker-{i}"), cwd=os.getcwd())
         log: list[str] = []
         thread = threading.Thread(target=_pump, args=(proc.stderr, i, progress, log), daemon=True)
         thread.start()
@@ -83,23 +153,38 @@ def run_workers(args: argparse.Namespace, progress: Progress, out: IO[str] = sys
     last_print = 0.0
     while procs:
         time.sleep(0.5)
+        if deadline is not None and time.time() >= deadline:
+            stop_at_deadline([proc for proc, _, _ in procs.values()])
+        reducer.submit_new()
+        for line in progress.take_announcements():
+            print(line, file=out, flush=True)
         for i, (proc, thread, log) in list(procs.items()):
             if proc.poll() is None:
                 continue
             thread.join(timeout=5)
             del procs[i]
-            time_left = deadline is None or time.monotonic() < deadline - 5
-            if proc.returncode != 0:
+            time_left = deadline is None or time.time() < deadline - 5
+            stopped = deadline is not None and time.time() >= deadline  # by stop_at_deadline, not a crash
+            if proc.returncode != 0 and not stopped:
                 progress.worker_crashes += 1
             if proc.returncode != 0 and time_left and not args.runs:
-                with open(Path(args.crashes) / "harness-crashes.log", "a") as f:
+                with open(crashes / "harness-crashes.log", "a") as f:
                     f.write(f"--- worker {i} exited {proc.returncode}\n" + "".join(log[-40:]))
                 restarts += 1
                 print(f"gdnfuzz: worker {i} exited {proc.returncode}; restarting", file=out)
                 start(i)
-            elif proc.returncode != 0:
+            elif proc.returncode != 0 and not stopped:
                 print("".join(log[-20:]), file=out)
-        if time.monotonic() - last_print >= 2 or not procs:
+        if time.time() - last_print >= 2 or not procs:
             print(progress.line(), file=out, flush=True)
-            last_print = time.monotonic()
-    return ExitCode.DIVERGED if progress.findings or progress.worker_crashes else ExitCode.CLEAN
+            last_print = time.time()
+    reducer.submit_new()
+    reducer.finish(DRAIN_SECONDS if deadline is not None else args.minimize_time * (len(reducer.sent) + 1))
+    regressions = None if args.no_regressions else Path(args.corpus) / "regressions"
+    for sig, raw_bundle in progress.first_raw_bundles():
+        if not (crashes / sig / "verdict.json").exists():  # the reducer did not reach it in time
+            progress.feed(-1, f"{SAVED_LINE} {sig} {store_as_found(Path(raw_bundle), crashes, regressions)}")
+    for line in progress.take_announcements():
+        print(line, file=out, flush=True)
+    sync_signature_counts(crashes, progress.signatures())
+    return progress.exit_code()

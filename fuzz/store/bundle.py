@@ -6,7 +6,8 @@ A bundle holds:
 - ``scenario.json``: the minimized scenario (the format of :mod:`fuzz.model.scenario`) with an
   ``expect`` annotation; also written to ``corpus/regressions/<signature>.json`` so CI replays it;
 - ``original.json``: the input as the fuzzer found it;
-- ``verdict.json``: ``signature``, ``kind``, ``summary`` (one line), ``candidate``, ``reference``,
+- ``verdict.json``: ``signature``, ``class`` (``correctness`` or ``efficiency``), ``kind``, ``summary``
+  (one line), ``candidate``, ``reference``, ``fail_on``,
   ``first_request``, ``first_step``, ``tier``, ``confirmed`` (``"confirmed"``, ``"not confirmed"``,
   ``"inconclusive"`` or null), ``environment`` (``vllm``, ``torch``, ``device``; more keys allowed),
   ``hits``, the full verdict and the minimization's stage timings;
@@ -20,6 +21,21 @@ Invariants kept here:
 - :func:`load_bundle` accepts a bundle only if every file is present, every field has its type and
   the signature is the directory's name; anything else raises :class:`BundleError` naming the file
   and the field.
+
+A finding's later life is recorded here too, each change one :func:`update_verdict`:
+
+- ``verifications``: candidate key (``vllm 0.33.0``, ``split@<sha>``, a policy spec) -> what
+  ``gdnfuzz verify-fixed`` saw there: ``status`` (:data:`VERIFY_STATES`), ``tries``, ``hits``,
+  ``candidate`` (what was checked, in words), ``canary``, ``signatures``, ``notes``, and ``issue``
+  (``repo``, ``number``, ``action``) once the issue was brought in line. A key present means that
+  candidate was checked: a second run changes nothing;
+- ``reproducibility``: ``tries`` and ``hits`` (``0 <= hits <= tries``) of the latest verification;
+- ``fixed_in``: null, or where the finding stopped reproducing (``candidate``, and for a git
+  revision ``revision``, ``subject`` and ``last_bad``);
+- ``regression_range``: null, or the first revision where it reproduces (``first_bad``,
+  ``subject``, ``last_good``, ``mode``, ``checkout``, ``skipped``, ``loaded``, ``revisions``);
+- ``report.md`` gets a section for these facts (:mod:`fuzz.report.lifecycle`), rewritten before
+  ``verdict.json`` on every such change.
 """
 
 from __future__ import annotations
@@ -31,16 +47,22 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.errors import FieldError
+from fuzz.model import json_input
 from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import Scenario, ScenarioError, load_scenario, pretty_json, scenario_summary
+from fuzz.oracle.efficiency import headline as efficiency_headline
 from fuzz.oracle.finding import Finding, environment
 from fuzz.report.finding_report import render_report
+from fuzz.report.lifecycle import with_lifecycle_section
 from fuzz.store.atomic import atomic_write
 
 BUNDLE_FILES = ("scenario.json", "original.json", "verdict.json", "report.md")
 CONFIRMED_STATES = ("confirmed", "not confirmed", "inconclusive", None)
 ENVIRONMENT_KEYS = ("vllm", "torch", "device")
 SIGNATURE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+VERIFY_STATES = ("reproduces", "fixed", "flaky", "unverifiable")
+ISSUE_ACTIONS = ("closed", "reopened", "none", "no issue")
+BISECT_MODES = ("split", "branch")
 
 
 class BundleError(FieldError):
@@ -87,12 +109,7 @@ _VERDICT_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
 def load_verdict(path: str | Path) -> dict[str, Any]:
     """Read and validate one ``verdict.json``; extra fields are kept as they are."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BundleError(path, "<file>", "no such file") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(path, "<json>", f"not valid JSON ({exc})") from None
+    data = json_input.read_json(path, _failing(path))
     if not isinstance(data, dict):
         raise BundleError(path, "<top>", f"expected a JSON object, got {type(data).__name__}")
     for key, (types, nullable) in _VERDICT_FIELDS.items():
@@ -112,7 +129,72 @@ def load_verdict(path: str | Path) -> dict[str, Any]:
     for key in ENVIRONMENT_KEYS:
         if not isinstance(data["environment"].get(key), str):
             raise BundleError(path, f"environment.{key}", "expected a string")
+    hits = data.get("hits", 1)
+    if isinstance(hits, bool) or not isinstance(hits, int) or hits < 0:
+        raise BundleError(path, "hits", f"expected a count, got {hits!r}")
+    _check_lifecycle(path, data)
     return data
+
+
+# ---------------------------------------------------------------- a finding's later life: the fields
+
+
+def _field(path: Path, data: dict[str, Any], key: str, types: tuple[type, ...], where: str,
+           nullable: bool = False) -> Any:
+    """``data[key]`` if it has one of ``types`` (null too when ``nullable``), else a BundleError at ``where.key``."""
+    value = data.get(key)
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+        names = "/".join(t.__name__ for t in types) + (" or null" if nullable else "")
+        raise BundleError(path, f"{where}{key}", f"expected {names}, got {value!r}")
+    return value
+
+
+def _check_counts(path: Path, data: dict[str, Any], where: str) -> None:
+    tries, hits = _field(path, data, "tries", (int,), where), _field(path, data, "hits", (int,), where)
+    if tries < 1:
+        raise BundleError(path, f"{where}tries", f"expected at least 1, got {tries}")
+    if not 0 <= hits <= tries:
+        raise BundleError(path, f"{where}hits", f"expected 0..{tries} (the tries), got {hits}")
+
+
+def _check_lifecycle(path: Path, data: dict[str, Any]) -> None:
+    """The optional fields of a finding's later life (module docstring), each checked where present."""
+    if data.get("reproducibility") is not None:
+        _check_counts(path, _field(path, data, "reproducibility", (dict,), ""), "reproducibility.")
+    for key, record in (_field(path, data, "verifications", (dict,), "", nullable=True) or {}).items():
+        where = f"verifications.{key}."
+        if not isinstance(record, dict):
+            raise BundleError(path, where.rstrip("."), f"expected an object, got {record!r}")
+        if record.get("status") not in VERIFY_STATES:
+            raise BundleError(path, f"{where}status",
+                              f"expected one of {VERIFY_STATES}, got {record.get('status')!r}")
+        _check_counts(path, record, where)
+        _field(path, record, "candidate", (str,), where)
+        issue = _field(path, record, "issue", (dict,), where, nullable=True)
+        if issue is not None and issue.get("action") not in ISSUE_ACTIONS:
+            raise BundleError(path, f"{where}issue.action",
+                              f"expected one of {ISSUE_ACTIONS}, got {issue.get('action')!r}")
+    fixed = _field(path, data, "fixed_in", (dict,), "", nullable=True)
+    if fixed is not None:
+        _field(path, fixed, "candidate", (str,), "fixed_in.")
+        for key in ("revision", "subject", "last_bad"):
+            _field(path, fixed, key, (str,), "fixed_in.", nullable=True)
+    found = _field(path, data, "regression_range", (dict,), "", nullable=True)
+    if found is not None:
+        for key in ("first_bad", "subject", "last_good", "checkout"):
+            _field(path, found, key, (str,), "regression_range.")
+        if found.get("mode") not in BISECT_MODES:
+            raise BundleError(path, "regression_range.mode",
+                              f"expected one of {BISECT_MODES}, got {found.get('mode')!r}")
+        _field(path, found, "skipped", (list,), "regression_range.")
+        for key in ("loaded", "revisions"):
+            _field(path, found, key, (int,), "regression_range.")
+
+
+def _failing(file: Path) -> json_input.Fail:
+    return lambda field, message: BundleError(file, field, message)
 
 
 def load_bundle(path: str | Path) -> CrashBundle:
@@ -135,7 +217,7 @@ def load_bundle(path: str | Path) -> CrashBundle:
         raise BundleError(exc.file or path, exc.field_path, exc.message) from None
     if "expect" not in annotations:
         raise BundleError(path / "scenario.json", "expect", "missing (a minimized scenario records its expectation)")
-    report = (path / "report.md").read_text()
+    report = json_input.read_text(path / "report.md", _failing(path / "report.md"))
     return CrashBundle(path, verdict, scenario, annotations, original, report)
 
 
@@ -143,15 +225,20 @@ def load_bundle(path: str | Path) -> CrashBundle:
 # ---------------------------------------------------------------- writing
 
 
-def save_finding(f: Finding, crashes: Path, regressions: Path | None) -> Path:
-    """Write (or bump) the bundle for ``f.signature``; returns the bundle directory."""
+def save_finding(f: Finding, crashes: Path, regressions: Path | None, replay: bool = False) -> Path:
+    """Write the bundle for ``f.signature``, or count one more occurrence of it; returns the bundle directory.
+
+    ``replay``: the input was a committed corpus file (a known regression run again), which counts in
+    ``replays``, not in ``hits`` (new discoveries)."""
     bundle = crashes / f.signature
     verdict_file = bundle / "verdict.json"
     if verdict_file.exists():
-        bump_hits(bundle)
+        count_occurrence(bundle, replay)
         return bundle
-    expect = {f.candidate: VerdictStatus.DIVERGED.value}
-    if f.reference == "vllm" and f.verdict.first is not None and f.verdict.first.side == "candidate":
+    head = f.verdict.first if f.finding_class == "correctness" else efficiency_headline(f.verdict.efficiency)
+    assert head is not None
+    expect = {f.candidate: f.verdict.status.value}
+    if f.reference == "vllm" and head.side == "candidate":
         expect["vllm"] = VerdictStatus.CLEAN.value
     annotations = {"expect": expect, "origin": f"gdnfuzz finding {f.signature}"}
     atomic_write(bundle / "scenario.json", pretty_json(f.minimized, annotations))
@@ -159,20 +246,21 @@ def save_finding(f: Finding, crashes: Path, regressions: Path | None) -> Path:
     atomic_write(bundle / "report.md", render_report(f, bundle))
     if regressions is not None:
         atomic_write(regressions / f"{f.signature}.json", pretty_json(f.minimized, annotations))
-    first = f.verdict.first
-    assert first is not None
     verdict = {
         "signature": f.signature,
-        "kind": first.kind,
-        "summary": first.summary,
+        "class": f.finding_class,
+        "kind": head.kind,
+        "summary": head.summary,
         "candidate": f.candidate,
         "reference": f.reference,
-        "first_request": first.request_id,
-        "first_step": first.step,
+        "fail_on": str(f.fail_on),
+        "first_request": head.request_id,
+        "first_step": head.step,
         "tier": f.tier,
         "confirmed": None,
         "environment": environment(),
-        "hits": 1,
+        "hits": 0 if replay else 1,
+        "replays": 1 if replay else 0,
         "verdict": f.verdict.to_dict(),
         "stages": f.stages,
         "sizes": {"original": scenario_summary(f.original), "minimized": scenario_summary(f.minimized),
@@ -194,7 +282,78 @@ def update_verdict(bundle: Path, **changes: Any) -> dict[str, Any]:
     return data
 
 
-def bump_hits(bundle: Path, by: int = 1) -> int:
-    """Count ``by`` more hits of the bundle's signature; returns the new count."""
+def _update_life(bundle: Path, change: Any) -> dict[str, Any]:
+    """``change(verdict)`` applied to the bundle's verdict (validated before and after), ``report.md``'s
+    lifecycle section rewritten from the result, then ``verdict.json`` in one atomic write."""
+    bundle = Path(bundle)
+    data = load_verdict(bundle / "verdict.json")
+    change(data)
+    _check_lifecycle(bundle / "verdict.json", data)
+    report = json_input.read_text(bundle / "report.md", _failing(bundle / "report.md"))
+    atomic_write(bundle / "report.md", with_lifecycle_section(report, data))
+    _write_verdict(bundle, data)
+    return data
+
+
+def record_verification(bundle: Path, key: str, record: dict[str, Any],
+                        fixed_in: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What verifying against candidate ``key`` found: ``verifications[key]``, ``reproducibility``, and
+    ``fixed_in`` (set when ``fixed_in`` is given; cleared when the finding reproduces again)."""
+
+    def change(data: dict[str, Any]) -> None:
+        data.setdefault("verifications", {})
+        data["verifications"] = {**(data["verifications"] or {}), key: record}
+        data["reproducibility"] = {"tries": record["tries"], "hits": record["hits"], "candidate": record["candidate"]}
+        if fixed_in is not None:
+            data["fixed_in"] = fixed_in
+        elif record["status"] == "reproduces":
+            data["fixed_in"] = None
+
+    return _update_life(bundle, change)
+
+
+def record_issue_action(bundle: Path, key: str, issue: dict[str, Any]) -> dict[str, Any]:
+    """What was done to the finding's issue after verifying against ``key`` (once per key)."""
+
+    def change(data: dict[str, Any]) -> None:
+        data["verifications"][key] = {**data["verifications"][key], "issue": issue}
+
+    return _update_life(bundle, change)
+
+
+def record_range(bundle: Path, field_name: str, value: dict[str, Any]) -> dict[str, Any]:
+    """A bisection's result: ``regression_range`` or ``fixed_in``."""
+    assert field_name in ("regression_range", "fixed_in")
+    return _update_life(bundle, lambda data: data.update({field_name: value}))
+
+
+def count_occurrence(bundle: Path, replay: bool = False) -> None:
+    """One more occurrence of the bundle's signature: a new discovery (``hits``) or a replay of a
+    committed corpus input (``replays``)."""
     data = load_verdict(Path(bundle) / "verdict.json")
-    return update_verdict(bundle, hits=int(data.get("hits", 1)) + by)["hits"]
+    key = "replays" if replay else "hits"
+    update_verdict(bundle, **{key: int(data.get(key, 0 if replay else 1)) + 1})
+
+
+def sync_counts(bundle: Path, raw_bundles: list[Path]) -> None:
+    """Set the bundle's ``hits`` and ``replays`` to the sums over the raw bundles the fuzzers keep for
+    its signature (each fuzzer counts its own; the sum is the signature's whole count)."""
+    if not raw_bundles:
+        return
+    raws = [load_verdict(p / "verdict.json") for p in raw_bundles]
+    update_verdict(bundle, hits=sum(int(r.get("hits", 1)) for r in raws),
+                   replays=sum(int(r.get("replays", 0)) for r in raws))
+
+
+def store_as_found(raw_bundle: Path, crashes: Path, regressions: Path | None) -> Path:
+    """Store a fuzzer's raw bundle as the signature's bundle, unminimized (the run's time was up before
+    its minimization), ``verdict.json`` last; returns the bundle directory."""
+    sig = load_verdict(raw_bundle / "verdict.json")["signature"]
+    bundle = crashes / sig
+    for name in BUNDLE_FILES:
+        if name != "verdict.json":
+            atomic_write(bundle / name, (raw_bundle / name).read_bytes())
+    if regressions is not None:
+        atomic_write(regressions / f"{sig}.json", (raw_bundle / "scenario.json").read_bytes())
+    atomic_write(bundle / "verdict.json", (raw_bundle / "verdict.json").read_bytes())
+    return bundle

@@ -87,10 +87,11 @@ def _wrapper(tmp: Path) -> Path:
 
 
 def run_libfuzzer_merge(out: Path, candidates: list[Path], env: dict[str, str], timeout: float,
-                        flags: tuple[str, ...] = ()) -> tuple[int, int, int]:
-    """Merge ``candidates`` into ``out`` with the harness; returns (new files, new features, new edges)."""
+                        flags: tuple[str, ...] = (), mode: str = "-set_cover_merge=1") -> tuple[int, int, int]:
+    """Merge ``candidates`` into ``out`` with the harness (``mode``: libFuzzer's ``-set_cover_merge=1`` or
+    ``-merge=1``); returns (new files, new features, new edges)."""
     with tempfile.TemporaryDirectory(prefix="gdnfuzz-merge-") as tmp:
-        cmd = [sys.executable, "-c", OUTER, str(_wrapper(Path(tmp))), "-set_cover_merge=1", f"-merge_control_file={Path(tmp) / 'control'}",
+        cmd = [sys.executable, "-c", OUTER, str(_wrapper(Path(tmp))), mode, f"-merge_control_file={Path(tmp) / 'control'}",
                *flags, str(out), *map(str, candidates)]
         try:
             proc = subprocess.run(cmd, env=env, cwd=os.getcwd(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

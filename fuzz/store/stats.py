@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.errors import InputError
+from fuzz.model import json_input
 
 STATS_ENV = "GDNFUZZ_STATS"
 DEFAULT_STATS_PATH = "stats.jsonl"
@@ -41,6 +42,10 @@ TOTAL = "total"
 
 
 _ACCEPTED: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float)}
+# Every number a row carries is a count, a rate or a time since the epoch: none is negative, and
+# these bounds keep a corrupt row from sending the status table or the dashboard's axes to infinity.
+MAX_COUNTER = (1 << 63) - 1
+_LIMIT = {"time": float(1 << 40), "exec_per_s": 1e15}
 
 
 class StatsError(InputError):
@@ -78,6 +83,8 @@ class StatsRow:
             value = data[f.name]
             if isinstance(value, bool) or not isinstance(value, _ACCEPTED[f.type]):
                 raise StatsError(f"{where}: {f.name}: expected {f.type}, got {value!r}")
+            if f.type != "str" and not 0 <= value <= _LIMIT.get(f.name, MAX_COUNTER):
+                raise StatsError(f"{where}: {f.name}: {value!r} is outside [0, {_LIMIT.get(f.name, MAX_COUNTER):g}]")
             values[f.name] = value
         return cls(**values)
 
@@ -114,10 +121,17 @@ class StatsReader:
         self._line = 0
 
     def poll(self) -> list[StatsRow]:
-        """New complete rows; raises ``FileNotFoundError`` while the file does not exist."""
-        with open(self.path, "rb") as f:
-            f.seek(self._offset)
-            data = f.read()
+        """New complete rows; raises ``FileNotFoundError`` while the file does not exist, and
+        :class:`StatsError` for a file that cannot be read (a directory, no permission) or a bad row."""
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            kind = "is a directory, not a file" if isinstance(exc, IsADirectoryError) else exc.strerror
+            raise StatsError(f"{self.path}: cannot be read ({kind})") from None
         end = data.rfind(b"\n") + 1  # a torn last line stays unread until its newline arrives
         rows: list[StatsRow] = []
         for raw in data[:end].splitlines():
@@ -125,10 +139,8 @@ class StatsReader:
             if not raw.strip():
                 continue
             where = f"{self.path}:{self._line}"
-            try:
-                parsed = json.loads(raw)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise StatsError(f"{where}: not valid JSON ({exc})") from None
+            parsed = json_input.parse_json(raw, lambda field, message, where=where: StatsError(
+                f"{where}: {message}"))
             rows.append(StatsRow.from_dict(parsed, where))
         self._offset += end
         return rows

@@ -16,9 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fuzz.errors import ExitCode
+from fuzz.model.cost import run_cost
 from fuzz.model.policies import Policy
-from fuzz.model.result import RunResult, VerdictStatus
+from fuzz.model.result import FailOn, RunResult, VerdictStatus
 from fuzz.model.scenario import Scenario
+from fuzz.oracle.efficiency import judge_efficiency
 from fuzz.oracle.judge import Verdict, judge
 from fuzz.tiers import executor_for
 
@@ -31,8 +34,12 @@ class Replayed:
     truth: RunResult | None
 
 
-def replay(scenario: Scenario, candidate: Policy, reference: Policy, tier: str = "sim") -> Replayed:
-    """Candidate, reference and truth on one tier, judged.
+def replay(scenario: Scenario, candidate: Policy, reference: Policy, tier: str = "sim",
+           candidate_run: RunResult | None = None) -> Replayed:
+    """Candidate, reference and truth on one tier, judged for correctness and for efficiency.
+
+    ``candidate_run``: the candidate's run of this scenario on this tier when the caller already has
+    it (the fuzzer's fast path), so no input runs twice.
 
     Tiers with real numerics supply ``outputs_differ`` (a calibrated tolerance
     instead of exact tokens) and ``canary_detected``: there a clean verdict
@@ -40,14 +47,30 @@ def replay(scenario: Scenario, candidate: Policy, reference: Policy, tier: str =
     configuration, else it becomes inconclusive.
     """
     executor = executor_for(tier)
-    cand = executor.run(scenario, candidate)
+    cand = candidate_run if candidate_run is not None else executor.run(scenario, candidate)
     ref = executor.run(scenario, reference)  # even when equal: a null run must catch nondeterminism
     truth = executor.truth(scenario)
     verdict = judge(cand, ref, truth, executor.outputs_differ)
     if verdict.status == VerdictStatus.CLEAN and executor.canary_detected(scenario) is False:
         verdict.status = VerdictStatus.INCONCLUSIVE
         verdict.notes.append("the canary (a corrupted slot) was not detected in this configuration")
+    if verdict.status != VerdictStatus.UNSUPPORTED and not cand.faults and not ref.faults:
+        verdict.efficiency = judge_efficiency(run_cost(scenario, cand), run_cost(scenario, ref))
+        if verdict.efficiency and verdict.status in (VerdictStatus.CLEAN, VerdictStatus.INCONCLUSIVE):
+            if verdict.status == VerdictStatus.INCONCLUSIVE:
+                verdict.notes.append("correctness is inconclusive here; the efficiency findings stand on their own")
+            verdict.status = VerdictStatus.REGRESSED
     return Replayed(verdict, cand, ref, truth)
+
+
+def exit_code(verdicts: list[Verdict], fail_on: FailOn) -> ExitCode:
+    """What a command that judged ``verdicts`` exits with: 1 for a counted correctness finding, else
+    4 for a counted efficiency finding, else 0 (``fail_on`` says which class counts)."""
+    if fail_on.correctness and any(v.status == VerdictStatus.DIVERGED for v in verdicts):
+        return ExitCode.DIVERGED
+    if fail_on.efficiency and any(v.efficiency for v in verdicts):
+        return ExitCode.REGRESSED
+    return ExitCode.CLEAN
 
 
 def check_expectation(annotations: dict[str, Any], candidate: Policy, verdict: Verdict) -> bool | None:

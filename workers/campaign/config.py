@@ -16,7 +16,8 @@ or a restarted campaign resumes from it; nothing is kept only in memory):
   (:mod:`fuzz.store.bundle`). One writer at a time: the crash store actor, or the
   verifier holding the signature's lease (``confirm_bundle`` writes
   ``confirmed`` into its verdict.json); the crash store never writes a leased
-  bundle.
+  bundle. Before any of them starts, the verify-fixed task (``verify_fixed``)
+  records each bundle's verification against the installed vLLM.
 
 Actors are created with ``max_restarts=-1``: each starts its work thread in
 ``__init__``, so a restarted actor resumes by itself from the disk state.
@@ -52,6 +53,9 @@ class CampaignConfig:
     drain_time: float = 240.0
     cpu_share: float = 1.0  # Ray CPUs each fuzzer, verifier and task asks for (below 1 on an oversubscribed machine)
     libfuzzer: tuple[str, ...] = ()
+    fail_on: str = "correctness"  # which findings the fuzzers save (fuzz.model.result.FailOn)
+    verify_fixed: bool = False  # at the start, replay every stored finding against the installed vLLM
+    verify_tries: int = 3
 
     @property
     def queue(self) -> Path:
@@ -69,8 +73,8 @@ class CampaignConfig:
         return [d for d in (self.corpus / "seeds", self.regressions) if d.is_dir()]
 
     def harness_env(self, crashes: Path) -> dict[str, str]:
-        """The harness settings (``fuzz.search.harness``'s environment) for campaign mode: bundles go to ``crashes``,
-        no minimization and no regressions (the crash store does both)."""
+        """The harness settings (``fuzz.search.harness``'s environment) for campaign mode: raw bundles go to
+        ``crashes`` (the crash store minimizes them and writes the regressions)."""
         return {**os.environ, "GDNFUZZ_CANDIDATE": self.candidate, "GDNFUZZ_REFERENCE": self.reference,
-                "GDNFUZZ_CRASHES": str(crashes), "GDNFUZZ_REGRESSIONS": "", "GDNFUZZ_MINIMIZE_SECONDS": "0",
-                "VLLM_LOGGING_LEVEL": "ERROR"}
+                "GDNFUZZ_CRASHES": str(crashes), "GDNFUZZ_FAIL_ON": self.fail_on,
+                "GDNFUZZ_COMMITTED": os.pathsep.join(map(str, self.read_only_dirs())), "VLLM_LOGGING_LEVEL": "ERROR"}

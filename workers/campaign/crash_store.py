@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fuzz.oracle.signature import is_efficiency
+from fuzz.reduce.minimize import minimize_raw_bundle
 from fuzz.report.github import file_issue
-from fuzz.store.bundle import bump_hits, load_verdict, save_finding, update_verdict
+from fuzz.store.bundle import count_occurrence, load_verdict, save_finding, sync_counts, update_verdict
 from workers.campaign.config import CampaignConfig
-from workers.campaign.tasks import crash_finding, minimize_finding
+from workers.campaign.tasks import crash_finding
 
 ARTIFACT_KINDS = {"crash": "worker-crash", "timeout": "hang", "oom": "worker-oom"}
 UNVERIFIABLE = tuple(ARTIFACT_KINDS.values())  # findings the engine confirm does not apply to
@@ -80,9 +82,9 @@ class CrashStoreActor:
         import ray
 
         self._event(sig, f"found by {actor}")
-        task = ray.remote(minimize_finding).options(num_cpus=self.config.cpu_share, max_retries=2)
+        task = ray.remote(minimize_raw_bundle).options(num_cpus=self.config.cpu_share, max_retries=2)
         self.s.minimizing[sig] = task.remote(raw_bundle, sig, self.config.candidate, self.config.reference,
-                                             self.config.minimize_seconds)
+                                             self.config.minimize_seconds, self.config.fail_on)
 
     def report_artifact(self, actor: str, artifact: str, kind: str, log_tail: str) -> str:
         """Save (or count) the finding for a libFuzzer artifact, then move the artifact to raw/reported/."""
@@ -90,7 +92,7 @@ class CrashStoreActor:
         finding = crash_finding(kind, path, log_tail, self.config.candidate, self.config.reference)
         if finding.signature in self.s.known:
             bundle = self.config.crashes / finding.signature
-            bump_hits(bundle)
+            count_occurrence(bundle)
         else:
             save_finding(finding, self.config.crashes, None)
             self.s.known.add(finding.signature)
@@ -129,15 +131,14 @@ class CrashStoreActor:
         return self.stats()
 
     def _sync_hits(self, sig: str) -> None:
-        raw = [load_verdict(p).get("hits", 1) for p in self.config.raw.glob(f"*/{sig}/verdict.json")]
-        bundle = self.config.crashes / sig
-        if raw and load_verdict(bundle / "verdict.json").get("hits") != sum(raw):
-            update_verdict(bundle, hits=sum(raw))
+        sync_counts(self.config.crashes / sig, [p.parent for p in self.config.raw.glob(f"*/{sig}/verdict.json")])
 
     # -- verification
 
     def _enqueue(self, sig: str) -> None:
-        if self.config.verifiers > 0 and sig not in self.s.queue:
+        """Queue ``sig`` for the engine verifiers: correctness findings only (the engine confirms a
+        poisoned slot; an efficiency finding is a cost the sim tier measures exactly)."""
+        if self.config.verifiers > 0 and sig not in self.s.queue and not is_efficiency(sig):
             self.s.queue.append(sig)
 
     def next_verification(self, verifier: str) -> str | None:

@@ -8,7 +8,10 @@ deadline: every ``stats_every`` seconds appends one stats row per actor
 merge every ``merge_every`` seconds (never two at once), rewrites the dashboard
 every ``dashboard_every`` seconds. At the deadline it stops the fuzzers, lets
 the crash store drain (pending minimizations and verifications, up to
-``drain_time`` seconds), stops the verifiers and writes the final dashboard.
+``drain_time`` seconds), stops the verifiers and writes the final dashboard. With
+``config.verify_fixed`` it first runs one task that replays every stored finding against the installed
+vLLM (``tasks.verify_fixed_task``) and prints what it found, before any actor starts, so the crash
+store stays the only writer of the bundles while it runs.
 
 Invariant: the driver holds nothing the campaign needs to resume; it only
 reads the actors' state and writes the stats file and the dashboard.
@@ -37,7 +40,7 @@ from fuzz.store.stats import StatsRow, StatsWriter
 from workers.campaign.config import CampaignConfig
 from workers.campaign.crash_store import CrashStoreActor
 from workers.campaign.fuzzer import FuzzerActor
-from workers.campaign.tasks import merge_shared_corpus
+from workers.campaign.tasks import merge_shared_corpus, verify_fixed_task
 from workers.campaign.verifier import VerifierActor
 
 LOCAL = "local"
@@ -126,6 +129,8 @@ class Campaign:
         self.config = replace(self.config, cpu_share=share)
         for d in (self.config.queue, self.config.raw):
             d.mkdir(parents=True, exist_ok=True)
+        if self.config.verify_fixed:
+            self._verify_fixed()
         remote = ray.remote(**ACTOR_OPTIONS)
         # the crash store is single-threaded (its state has one writer); the others answer stats() during stop()
         self.crash_store = remote(CrashStoreActor).options(num_cpus=0, max_concurrency=1).remote(
@@ -225,6 +230,18 @@ class Campaign:
         if self._merge is None and due and now < self.deadline - self.config.merge_every / 2:
             task = ray.remote(merge_shared_corpus).options(num_cpus=self.config.cpu_share, max_retries=0)
             self._merge = task.remote(self.config)
+
+    def _verify_fixed(self) -> None:
+        """The verify-fixed task (before any actor starts), one printed line per bundle."""
+        import ray
+
+        task = ray.remote(verify_fixed_task).options(num_cpus=self.config.cpu_share, max_retries=0)
+        try:
+            lines = ray.get(task.remote(self.config))
+        except Exception as exc:  # a bad bundle or an API failure: the campaign goes on without it
+            lines = [f"failed: {exc}"]
+        for line in lines:
+            print(f"gdnfuzz campaign: verify-fixed: {line}", file=self.out, flush=True)
 
     def write_dashboard(self) -> None:
         from fuzz.report.dashboard import write_dashboard

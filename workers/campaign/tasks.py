@@ -1,33 +1,21 @@
 """Ray tasks of the campaign: minimize a raw finding, merge the shared corpus, turn a libFuzzer
-artifact (an input that killed or hung the harness) into a finding."""
+artifact (an input that killed or hung the harness) into a finding, verify every stored finding
+against the installed vLLM (after a new one is installed on the cluster)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from fuzz.model.policies import resolve_policy
 from fuzz.model.result import RunResult, VerdictStatus
-from fuzz.model.scenario import load_scenario
+from fuzz.oracle.divergence import Divergence
 from fuzz.oracle.finding import Finding
-from fuzz.oracle.judge import Divergence, Verdict
+from fuzz.oracle.judge import Verdict
 from fuzz.oracle.signature import artifact_signature
-from fuzz.reduce.minimize import minimize, same_signature
 from fuzz.search.mutate import decode
 from fuzz.store.corpus_merge import MergeReport, merge_corpus
-from fuzz.triage.replay import replay
+from fuzz.triage.candidate import from_spec
+from fuzz.triage.verify import bundles_in, describe, verify_store
 from workers.campaign.config import CampaignConfig
-
-
-def minimize_finding(raw_bundle: str, sig: str, candidate: str, reference: str, seconds: float) -> Finding | None:
-    """Minimize the raw bundle's input while ``sig`` reproduces; the Finding to store, or None if it did not."""
-    original, _ = load_scenario(Path(raw_bundle) / "original.json")
-    cand, ref = resolve_policy(candidate), resolve_policy(reference)
-    report = minimize(original, same_signature(sig, cand, ref), max_seconds=seconds)
-    final = replay(report.minimized, cand, ref, "sim")
-    if final.verdict.first is None:
-        return None
-    return Finding(sig, original, report.minimized, final.verdict, cand.spec, ref.spec, final.candidate,
-                   stages=report.stage_dicts())
 
 
 def merge_shared_corpus(config: CampaignConfig) -> MergeReport:
@@ -46,3 +34,13 @@ def crash_finding(kind: str, artifact: Path, log_tail: str, candidate: str, refe
     details = {"artifact": artifact.name, "log": log_tail[-4000:]}
     verdict = Verdict(VerdictStatus.DIVERGED, [Divergence(kind, "candidate", summary, details=details)])
     return Finding(sig, scenario, scenario, verdict, candidate, reference, RunResult("sim", candidate, sig))
+
+
+def verify_fixed_task(config: CampaignConfig) -> list[str]:
+    """``gdnfuzz verify-fixed`` over the campaign's crash store against the installed vLLM, one line per
+    bundle. Each bundle is replayed once per vLLM version (``fuzz.triage.verify``): run at every
+    campaign start, it only works after a new vLLM is installed. With ``file_issues`` (and not a dry
+    run) fixed issues are closed and returning ones reopened."""
+    repo = None if config.dry_run_issues else config.file_issues
+    outcomes = verify_store(bundles_in([config.crashes]), from_spec("vllm"), config.verify_tries, "sim", repo)
+    return [describe(o) for o in outcomes]

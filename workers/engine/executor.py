@@ -9,7 +9,8 @@ in and result dicts out, so a crash or a hang inside vLLM never takes the caller
   ``Fault(kind="engine-crash", detail=<traceback>)``; the child drops its engines and rebuilds them
   on the next run;
 - a child that dies (segfault, CUDA illegal access) is an ``engine-crash`` with its exit code; a
-  run that exceeds ``timeout_s`` is ``Fault(kind="hang")``; either way the child is replaced.
+  run that exceeds ``timeout_s`` (default: the per-scenario deadline, ``fuzz.model.deadline``) is
+  ``Fault(kind="hang")``; either way the child is replaced.
 
 Verdicts (``poison_verdict``): ``poisoned`` when the state audit found a slot that does not hold
 the state its hash claims; ``clean`` only when the same scenario, run under the reference with one
@@ -34,6 +35,7 @@ import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from fuzz.model.deadline import deadline_seconds
 from fuzz.model.policies import Policy, resolve_policy
 from fuzz.model.result import Fault, RequestOutcome, RunResult
 from fuzz.model.scenario import Scenario
@@ -81,8 +83,8 @@ class EngineExecutor(BaseExecutor):
 
     tier = "engine"
 
-    def __init__(self, timeout_s: float = DEFAULT_TIMEOUT_S):
-        self.timeout_s = timeout_s
+    def __init__(self, timeout_s: float | None = None):
+        self.timeout_s = timeout_s  # None: the per-scenario deadline in force (``--deadline``), else 300 s
         self._child: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
 
@@ -117,10 +119,11 @@ class EngineExecutor(BaseExecutor):
         assert self._conn is not None and self._child is not None
         self._conn.send((scenario.to_dict(), None if policy is None else policy.spec, canary))
         fault: Fault
-        if not self._conn.poll(self.timeout_s):
+        timeout = self.timeout_s or deadline_seconds(DEFAULT_TIMEOUT_S)
+        if not self._conn.poll(timeout):
             self._child.kill()
             self.close()
-            fault = Fault(kind="hang", detail=f"no result within {self.timeout_s:.0f} s; the engine was restarted")
+            fault = Fault(kind="hang", detail=f"no result within {timeout:g} s; the engine was restarted")
         else:
             try:
                 status, payload = self._conn.recv()
@@ -152,6 +155,10 @@ class EngineExecutor(BaseExecutor):
     def canary_run(self, scenario: Scenario) -> tuple[RunResult, bool]:
         canary = self.run_canary(scenario)
         return canary, canary_caught(canary)
+
+    def as_run(self, scenario: Scenario) -> Scenario:
+        """In align mode vLLM's engine uses B as the attention block too (see workers.engine.session)."""
+        return scenario.with_engine(block_size=scenario.engine.mamba_block_size)
 
     @staticmethod
     def outputs_differ(a: RequestOutcome, b: RequestOutcome) -> bool:

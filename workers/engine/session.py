@@ -40,6 +40,7 @@ slot, and the request resuming from it shows how far such a state moves outputs.
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,7 @@ from fuzz.errors import GdnfuzzError
 from fuzz.model.policies import Policy, contract_checked
 from fuzz.model.result import Chunk, Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus, StepRecord
 from fuzz.model.scenario import MAX_CONTEXT, EngineKnobs, Request, Scenario, own_prompt_tokens, prompt_tokens
+from fuzz.tiers import STALL_STEPS
 from workers.engine import cpu_align_kernels
 from workers.engine import state as engine_state
 from workers.engine.state import SlotState
@@ -77,7 +79,11 @@ def unsupported_reason(scenario: Scenario) -> str | None:
     if k.spec_decode == "eagle":
         return "spec_decode='eagle': the tiny model has no EAGLE draft head (its MTP head runs as spec_decode='mtp')"
     if any(r.external_tokens for r in scenario.requests):
-        return "external_tokens need a KV connector, which the engine tier does not attach"
+        return ("external_tokens need a KV connector holding the scenario's prefixes; the shipped offload "
+                "connectors only hold what this engine saved, and the sim's ScenarioConnector has no worker side")
+    if k.prefill_checkpoint_alignment is not None:
+        return ("prefill_checkpoint_alignment needs a Mamba2/KDA layer; the tiny model is GDN (no checkpoint "
+                "blocks), and Mamba2's checkpoint export (ops/ssd_checkpoint.py) is a Triton kernel, off on CPU")
     if max((k.max_num_batched_tokens, *k.step_budgets)) > ENGINE_MAX_BATCHED:
         return f"a step budget above {ENGINE_MAX_BATCHED} tokens (the engine's batch buffers)"
     if k.mamba_block_size % 32:
@@ -98,11 +104,12 @@ class EngineKey:
     retention_interval: int | None = 0
     num_kv_blocks: int | None = None
     num_mtp_tokens: int = 0  # MTP speculative decoding (on CPU through workers.engine.cpu_align_kernels)
+    shared_prefix_checkpoint: bool = False  # CacheConfig.enable_mamba_shared_prefix_checkpoint
 
     @classmethod
     def of(cls, knobs: EngineKnobs) -> EngineKey:
         return cls(knobs.mamba_block_size, knobs.hash_block_size, knobs.retention_interval, knobs.num_kv_blocks,
-                   knobs.num_spec_tokens)
+                   knobs.num_spec_tokens, knobs.shared_prefix_checkpoint)
 
 
 def build_engine(key: EngineKey) -> Any:
@@ -123,7 +130,8 @@ def build_engine(key: EngineKey) -> Any:
     if key.block_size is not None:
         # In align mode vLLM ties the attention block to the Mamba block (B); ask for B directly.
         kwargs |= dict(mamba_cache_mode="align", block_size=key.block_size, prefix_match_unit=key.hash_block_size,
-                       prefix_cache_retention_interval=key.retention_interval)
+                       prefix_cache_retention_interval=key.retention_interval,
+                       enable_mamba_shared_prefix_checkpoint=key.shared_prefix_checkpoint)
     if key.num_mtp_tokens:
         cpu_align_kernels.register()
         kwargs["speculative_config"] = {"method": "mtp", "num_speculative_tokens": key.num_mtp_tokens}
@@ -267,9 +275,12 @@ class ScenarioRun:
         self.scheduler.max_num_running_reqs = self.scheduler.max_num_active_reqs = knobs.max_num_seqs
         self.scheduler.scheduler_config.long_prefill_token_threshold = knobs.long_prefill_token_threshold
         pending = set(self.live)
+        stalled = 0
         while pending:
             if self.step >= MAX_STEPS:
-                raise LivenessError(f"{len(pending)} request(s) unfinished after {MAX_STEPS} steps")
+                self.faults.append(Fault(kind="liveness", detail=f"{len(pending)} request(s) unfinished after "
+                                         f"{MAX_STEPS} steps", step=self.step))
+                break
             for rid in sorted(pending, key=lambda i: self.scenario.requests.index(self.live[i].request)):
                 live = self.live[rid]
                 if self._due(live):
@@ -284,7 +295,11 @@ class ScenarioRun:
                     pending.discard(rid)
             step = self.step
             self.scheduler.max_num_scheduled_tokens = knobs.budget_at(step)
-            for out in self.engine.step() if self.engine.has_unfinished_requests() else []:
+            begun = time.perf_counter()
+            outputs = self.engine.step() if self.engine.has_unfinished_requests() else []
+            if self.steps and self.steps[-1].step == step:
+                self.steps[-1].seconds = time.perf_counter() - begun  # what the user waits for this step
+            for out in outputs:
                 rid = self.request_id(out.request_id)
                 if rid in pending:
                     self.live[rid].output = out  # cumulative: an aborted request keeps what it produced
@@ -297,6 +312,15 @@ class ScenarioRun:
             for entry in new:
                 entry.state = engine_state.read_slot(self.engine, entry.block_id)
             self.step += 1
+            scheduled = bool(self.steps) and self.steps[-1].step == step and bool(self.steps[-1].chunks)
+            stalled = stalled + 1 if self.engine.has_unfinished_requests() and not scheduled else 0
+            if stalled >= STALL_STEPS:
+                self.faults.append(Fault(kind="liveness", detail=f"nothing scheduled for {STALL_STEPS} steps with "
+                                         "requests waiting", step=step))
+                break
+        stuck = [f"{self.tag}/{rid}" for rid in pending if self.live[rid].added_step is not None]
+        if stuck:  # a run ended by a liveness fault leaves nothing behind in the warm engine
+            self.engine.abort_request(stuck)
         self.scheduler.split = self.scheduler.observer = None
 
     def outcomes(self) -> dict[str, RequestOutcome]:
@@ -314,10 +338,6 @@ class ScenarioRun:
                 outcome.top_logprobs = [{str(t): v.logprob for t, v in lp.items()} for lp in completion.logprobs]
             result[rid] = outcome
         return result
-
-
-class LivenessError(GdnfuzzError):
-    """The step loop made no progress to completion."""
 
 
 class EngineSession:

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
 from fuzz.model.result import Chunk, Fault, RequestOutcome, RunResult, RunStatus
 from fuzz.model.scenario import VOCAB_SIZE, Scenario
 from fuzz.tiers import BaseExecutor
@@ -58,6 +59,7 @@ class KernelReport:
     state_bytes_moved: int = 0
     unsupported: str | None = None
     canary_block: int | None = None  # the slot the canary corrupted, if any
+    hang_step: int | None = None  # the step the replay was in when the per-scenario deadline passed
 
     def diverging(self) -> list[RequestDivergence]:
         return [d for d in self.requests.values() if d.divergence > self.tolerance]
@@ -240,7 +242,19 @@ class KernelExecutor(BaseExecutor):
         feeds = _feeds(sim, entry.tokens)
         copies = _split_copies(sim, entry.scenario.engine.mamba_block_size)
         canary = self._canary_target(entry, self.canary_shift if canary_shift is None else canary_shift)
+        try:
+            with run_deadline():
+                self._replay_steps(sim, slots, outputs, feeds, copies, canary, report)
+        except DeadlineExceeded:
+            return report  # report.hang_step names the step; outputs of an unfinished replay are not compared
+        for rid, outs in outputs.items():
+            report.requests[rid] = self._compare(rid, outs, entry, report)
+        return report
+
+    def _replay_steps(self, sim: RunResult, slots: SlotTable, outputs: dict[str, list[tuple[list[int], torch.Tensor]]],
+                      feeds: Any, copies: Any, canary: Any, report: KernelReport) -> None:
         for step in sim.steps:
+            report.hang_step = step.step
             pre, post = copies[step.step]
             for src, dst in pre:
                 slots.copy(src, dst)
@@ -255,9 +269,7 @@ class KernelExecutor(BaseExecutor):
                     self._run_batch(batch, slots, outputs, chunked, report)
             for src, dst in post:
                 slots.copy(src, dst)
-        for rid, outs in outputs.items():
-            report.requests[rid] = self._compare(rid, outs, entry, report)
-        return report
+        report.hang_step = None
 
     # ------------------------------------------------------------ kernels
 
@@ -376,6 +388,10 @@ class KernelExecutor(BaseExecutor):
             outcome.output_tokens, outcome.expected_tokens = [], None
             outcome.resume_state, outcome.resume_state_ok = None, None
         result.notes.append(f"backend {report.backend}, tolerance {report.tolerance:g}")
+        if report.hang_step is not None:
+            result.faults.append(Fault(kind="hang", detail=f"the kernel replay passed its {deadline_seconds():g} s "
+                                       f"deadline in step {report.hang_step}", step=report.hang_step))
+            return result
         if report.unsupported:
             result.status = RunStatus.UNSUPPORTED
             result.notes.append(report.unsupported)

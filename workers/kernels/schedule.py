@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fuzz.model import json_input
 from fuzz.model.result import RunResult
 from fuzz.model.scenario import Scenario, ScenarioError, prompt_tokens, read_json
+from fuzz.store.atomic import atomic_write
 
 FORMAT_KEY = "gdnfuzz_kernel_schedule"
 FORMAT_VERSION = 1
@@ -36,10 +38,27 @@ class ScheduleEntry:
         return {"scenario": self.scenario.to_dict(), "result": self.result.to_dict(), "source": self.source}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ScheduleEntry:
-        scenario = Scenario.from_dict(data["scenario"])
-        result = RunResult.from_dict(data["result"])
-        return cls(scenario, result, request_tokens(scenario, result), data.get("source", ""))
+    def from_dict(cls, data: Any, where: str = "entry", fail: json_input.Fail = ScenarioError) -> ScheduleEntry:
+        """An entry from its dict; any field of the wrong shape is ``fail(field, message)``."""
+        if not isinstance(data, dict):
+            raise fail(where, "expected an object with scenario, result and source")
+        for key in data:
+            if key not in ("scenario", "result", "source"):
+                raise fail(f"{where}.{key}", "unknown field")
+        try:
+            scenario = Scenario.from_dict(data.get("scenario"))
+        except ScenarioError as exc:
+            raise fail(f"{where}.scenario.{exc.field_path}", exc.message) from None
+        if "result" not in data:
+            raise fail(f"{where}.result", "missing")
+        result = json_input.typed(RunResult, data["result"], f"{where}.result", fail)
+        missing = [r.id for r in scenario.requests if r.id not in result.requests]
+        if missing:
+            raise fail(f"{where}.result.requests", f"no outcome for request {missing[0]!r}")
+        source = data.get("source", "")
+        if not isinstance(source, str):
+            raise fail(f"{where}.source", "expected a string")
+        return cls(scenario, result, request_tokens(scenario, result), source)
 
 
 def request_tokens(scenario: Scenario, result: RunResult) -> dict[str, list[int]]:
@@ -54,21 +73,24 @@ def request_tokens(scenario: Scenario, result: RunResult) -> dict[str, list[int]
 
 def write_schedule(path: str | Path, entries: list[ScheduleEntry]) -> None:
     data = {FORMAT_KEY: FORMAT_VERSION, "entries": [e.to_dict() for e in entries]}
-    Path(path).write_text(json.dumps(data, separators=(",", ":")) + "\n")
+    atomic_write(path, json.dumps(data, separators=(",", ":")) + "\n")
 
 
 def read_schedule(path: str | Path) -> list[ScheduleEntry]:
     """Entries of a schedule file; a malformed file raises ScenarioError naming it and the field."""
     path = Path(path)
+
+    def fail(field: str, message: str) -> ScenarioError:
+        return ScenarioError(field, message, str(path))
+
     data = read_json(path)
-    if not isinstance(data, dict) or data.get(FORMAT_KEY) != FORMAT_VERSION:
-        raise ScenarioError(FORMAT_KEY, f"expected a kernel schedule of version {FORMAT_VERSION}", str(path))
-    entries = []
-    for i, raw in enumerate(data.get("entries", [])):
-        try:
-            entries.append(ScheduleEntry.from_dict(raw))
-        except ScenarioError as exc:
-            raise ScenarioError(f"entries[{i}].scenario.{exc.field_path}", exc.message, str(path)) from None
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise ScenarioError(f"entries[{i}]", f"malformed entry ({type(exc).__name__}: {exc})", str(path)) from None
-    return entries
+    version = data.get(FORMAT_KEY) if isinstance(data, dict) else None
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise fail(FORMAT_KEY, f"expected a kernel schedule of version {FORMAT_VERSION}")
+    for key in data:
+        if key not in (FORMAT_KEY, "entries"):
+            raise fail(key, "unknown field")
+    raw_entries = data.get("entries", [])
+    if not isinstance(raw_entries, list):
+        raise fail("entries", "expected a list of entries")
+    return [ScheduleEntry.from_dict(raw, f"entries[{i}]", fail) for i, raw in enumerate(raw_entries)]

@@ -19,36 +19,30 @@ Deterministic: no wall clock, no global RNG; a fresh scheduler per run.
 from __future__ import annotations
 
 import types
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fuzz.errors import ConfigRejected
+from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
 from fuzz.model.policies import Policy, contract_checked
-from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus, StepRecord
-from fuzz.model.scenario import VOCAB_SIZE, Scenario, own_prompt_length, prompt_tokens, required_kv_blocks
-from fuzz.tiers import BaseExecutor
-from workers.sim.runner_mirror import RunnerMirror, StepWork
+from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, StepRecord
+from fuzz.model.scenario import (
+    VOCAB_SIZE,
+    EngineKnobs,
+    Scenario,
+    own_prompt_length,
+    prompt_tokens,
+    required_kv_blocks,
+)
+from fuzz.tiers import STALL_STEPS, BaseExecutor
+from workers.sim.branch import BranchRunner
+from workers.sim.fidelity import check_mirror_fidelity
+from workers.sim.runner_mirror import PrefillCheckpoints, RunnerMirror, StepWork
 from workers.sim.scheduler import build_scheduler, default_num_blocks
 from workers.sim.symbolic import State, greedy_continuation, next_token
 
 MAMBA_GROUP = 1
-STALL_STEPS = 16  # consecutive steps with work waiting but nothing scheduled: a liveness fault
-MIRROR_CHECKED_VLLM = "0.32.0"
-
-
-def check_vllm_version() -> None:
-    """Warn when the runner mirror was not checked against the installed vLLM."""
-    import vllm
-
-    if vllm.__version__ != MIRROR_CHECKED_VLLM:
-        warnings.warn(
-            f"gdnfuzz's model-runner mirror was checked against vLLM {MIRROR_CHECKED_VLLM}, "
-            f"not {vllm.__version__}: re-check workers/runner_mirror.py against "
-            "vllm/v1/worker/mamba_utils.py before trusting sim verdicts",
-            stacklevel=2,
-        )
 
 
 @dataclass
@@ -78,6 +72,7 @@ class _Run:
     hasher: Callable[[Any], list[Any]] | None = None
     prefixes: dict[Any, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # BlockHash -> preimage
     indexed: dict[str, int] = field(default_factory=dict)  # request -> block hashes indexed
+    step: int = 0  # the scheduler step in progress (a deadline names it)
 
 
 class SimExecutor(BaseExecutor):
@@ -87,11 +82,15 @@ class SimExecutor(BaseExecutor):
 
     def __init__(self, max_steps: int | None = None):
         self.max_steps = max_steps
-        check_vllm_version()
+        check_mirror_fidelity()  # warns, or (GDNFUZZ_STRICT_FIDELITY=1) refuses, naming what changed
+        self._branches: dict[str, BranchRunner] = {}  # whole-branch candidates, one process per checkout
 
     # ------------------------------------------------------------ public
 
     def run(self, scenario: Scenario, policy: Policy) -> RunResult:
+        if policy.checkout is not None:  # whole-branch mode: the checkout's scheduler, in its own process
+            runner = self._branches.setdefault(policy.checkout, BranchRunner(policy.checkout))
+            return runner.run(scenario, policy.name)
         knobs = scenario.engine
         total = sum(own_prompt_length(scenario, r) + r.max_tokens for r in scenario.requests)
         num_blocks = knobs.num_kv_blocks or default_num_blocks(knobs, 2 * total)
@@ -99,12 +98,11 @@ class SimExecutor(BaseExecutor):
             raise ConfigRejected(
                 f"engine.num_kv_blocks {knobs.num_kv_blocks} cannot hold the scenario's largest request "
                 f"(needs {required_kv_blocks(scenario)}); vLLM refuses a KV cache smaller than one request")
-        scheduler = build_scheduler(knobs, num_blocks)
+        external = {r.id: r.external_tokens for r in scenario.requests if r.external_tokens}
+        scheduler = build_scheduler(knobs, num_blocks, kv_connector=bool(external))
+        for rid, tokens in external.items():
+            scheduler.connector.hold(rid, tokens)
         result = RunResult(tier=self.tier, policy=policy.name, scenario_id=scenario.scenario_id())
-        if any(r.external_tokens for r in scenario.requests):
-            result.status = RunStatus.UNSUPPORTED
-            result.notes.append("external_tokens needs a KV connector; the sim tier does not model one yet")
-            return result
         if knobs.spec_decode == "eagle":
             result.notes.append("eagle is configured as the target's MTP head (same EAGLE-family split)")
         def violation(request: Any, detail: str) -> None:
@@ -115,19 +113,29 @@ class SimExecutor(BaseExecutor):
         run = _Run(
             scenario=scenario,
             scheduler=scheduler,
-            mirror=RunnerMirror(knobs.mamba_block_size, knobs.num_spec_tokens),
+            mirror=RunnerMirror(knobs.mamba_block_size, knobs.num_spec_tokens, _checkpoints(scheduler, knobs)),
             result=result,
             pending=[r.id for r in scenario.requests],
             hasher=_hasher(scheduler),
         )
         limit = self.max_steps or (max(r.arrival_step for r in scenario.requests) + 2 * total + 64)
         try:
-            self._loop(run, limit)
+            with run_deadline():
+                self._loop(run, limit)
+        except DeadlineExceeded:
+            result.faults.append(Fault(kind="hang", detail=f"the run passed its {deadline_seconds():g} s deadline "
+                                       f"in step {run.step}", step=run.step))
         except Exception as exc:  # anything vLLM raises mid-run is a finding, not a crash of ours
             result.faults.append(Fault(kind="exception", detail=f"{type(exc).__name__}: {exc}",
                                        step=len(result.steps)))
         self._collect(run)
         return result
+
+    def close(self) -> None:
+        """Stop the whole-branch candidate processes (restarted on the next run)."""
+        for runner in self._branches.values():
+            runner.close()
+        self._branches.clear()
 
     def truth(self, scenario: Scenario) -> RunResult:
         """What every request computes with exact states (prefix caching off)."""
@@ -148,6 +156,7 @@ class SimExecutor(BaseExecutor):
 
         stalled = 0
         for step in range(limit):
+            run.step = step
             self._admit(run, step)
             for rid, req in run.vllm_requests.items():
                 abort = run.scenario.request(rid).abort_step
@@ -213,14 +222,17 @@ class SimExecutor(BaseExecutor):
             list(output.new_block_ids_to_zero or ()),
             [(c.src_block_id, c.dst_block_id) for c in output.kv_cache_block_copies or ()],
         )
+        loaded = {load.request_id for load in getattr(output.kv_connector_metadata, "loads", ())}
         for new in output.scheduled_new_reqs:
             mirror.add(new.req_id, new.block_ids[MAMBA_GROUP], new.num_computed_tokens)
+            self._load_external(run, new.req_id, loaded)
             self._note_resume(run, new.req_id, new.num_computed_tokens, first=True)
         cached = output.scheduled_cached_reqs
         for i, rid in enumerate(cached.req_ids):
             blocks = cached.new_block_ids[i]
             if rid in cached.resumed_req_ids:
                 mirror.add(rid, blocks[MAMBA_GROUP] if blocks else [], cached.num_computed_tokens[i])
+                self._load_external(run, rid, loaded)
                 self._note_resume(run, rid, cached.num_computed_tokens[i], first=False)
             else:
                 mirror.extend(rid, blocks[MAMBA_GROUP] if blocks else None, cached.num_computed_tokens[i])
@@ -228,7 +240,9 @@ class SimExecutor(BaseExecutor):
         work: list[StepWork] = []
         for rid, n in output.num_scheduled_tokens.items():
             request = run.vllm_requests[rid]
-            drafts = list(output.scheduled_spec_decode_tokens.get(rid, ()))
+            # A new request admitted one token short of its end is padded to 1 + num_spec rows with
+            # placeholder drafts (-1); the runner can never accept one, nor can token 0 be sampled.
+            drafts = [max(t, 0) for t in output.scheduled_spec_decode_tokens.get(rid, ())]
             start = mirror.requests[rid].num_computed
             known = request.all_token_ids[start : start + n - len(drafts)]
             work.append(StepWork(rid, list(known) + drafts, len(drafts),
@@ -250,6 +264,13 @@ class SimExecutor(BaseExecutor):
         drafts = [self._drafts(run, rid, outcome.running[rid], outcome.sampled[rid][-1], num_spec)
                   for rid in draft_ids]
         return model_output, DraftTokenIds(draft_ids, drafts)
+
+    @staticmethod
+    def _load_external(run: _Run, rid: str, loaded: set[str]) -> None:
+        """The connector's load for a request admitted (or resumed after preemption) this step."""
+        if rid in loaded:
+            computed = run.mirror.requests[rid].num_computed
+            run.mirror.load_external(rid, tuple(run.vllm_requests[rid].all_token_ids[:computed]))
 
     def _drafts(self, run: _Run, rid: str, running: State, last: int, count: int) -> list[int]:
         """Draft tokens of which exactly the scenario's accept count are what the target samples."""
@@ -343,6 +364,13 @@ class SimExecutor(BaseExecutor):
     def _collect(run: _Run) -> None:
         for rid, request in run.vllm_requests.items():
             run.result.requests[rid].output_tokens = list(request.output_token_ids)
+
+
+def _checkpoints(scheduler: Any, knobs: EngineKnobs) -> PrefillCheckpoints:
+    """The inputs the backend's checkpoint builder reads from vLLM's cache config, for this scheduler."""
+    kv = scheduler.kv_cache_config
+    return PrefillCheckpoints(knobs.prefill_checkpoint_alignment, scheduler.hash_block_size,
+                              kv.cache_hit_alignment_tokens, scheduler.use_eagle_block_drop)
 
 
 def _hasher(scheduler: Any) -> Callable[[Any], list[Any]]:

@@ -13,12 +13,25 @@ Mirrored from vLLM 0.32.0 (checked against these functions; re-check on upgrade)
 - ``vllm/v1/worker/gpu_model_runner.py``: ``_update_states`` (fresh blocks in
   ``new_block_ids_to_zero`` are zeroed and the manager's ``kv_cache_block_copies``,
   e.g. the copy-on-write of a partial-hit block, run before anything else; block
-  tables are append-only except for requests resumed from preemption).
+  tables are append-only except for requests resumed from preemption), and
+  ``_update_states_after_model_execute`` (every row's accepted count is its number of valid
+  sampled tokens: 1 for a chunk without drafts).
 - The GDN kernels' slot use: a prefill chunk starts from the state in its
   running column (zero state when nothing is computed) and writes the state
   after its last token there; a verify step of ``1 + d`` tokens starts from
   column ``curr + accepted - 1`` and writes the state after its i-th token to
   column ``curr + i``.
+- ``vllm/model_executor/layers/mamba/checkpoint.py``: ``MambaPrefillCheckpointBuilder.build``
+  and the backend's export (``store_prefill_checkpoint`` in ``mamba_mixer2.py``): for a spec
+  with prefill checkpoint blocks, each prefill chunk's checkpoint offset and column come from
+  vLLM's own ``compute_mamba_prefill_checkpoints`` (called here, not re-derived, so the mirror
+  declines in lockstep with the scheduler and ``MambaManager`` as the backend does), and the
+  state after ``query_start + offset`` tokens is written into that column, before the running
+  column gets the state after the whole chunk.
+- A KV connector's synchronous load (``start_load_kv`` before the forward pass, after
+  ``_update_states`` zeroed fresh blocks): the Mamba state at the request's
+  ``num_computed_tokens`` (local hit plus external tokens) lands in the column the runner
+  resumes from, ``(num_computed - 1) // B``.
 
 Invariant kept: ``slots[block_id]`` is exactly what vLLM's physical Mamba slot
 would hold, as a :class:`~workers.sim.symbolic.State`.
@@ -27,6 +40,7 @@ would hold, as a :class:`~workers.sim.symbolic.State`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from fuzz.model.result import Chunk
 from workers.sim.symbolic import ZERO, State, next_token
@@ -65,12 +79,24 @@ class StepOutcome:
     copies: list[list[int]] = field(default_factory=list)
 
 
+class PrefillCheckpoints(NamedTuple):
+    """What ``compute_mamba_prefill_checkpoints`` is called with besides the chunk (from the
+    scheduler's cache config); ``alignment`` None means the spec declares no checkpoint blocks."""
+
+    alignment: int | None
+    hash_block_size: int
+    cache_hit_alignment_tokens: int
+    drop_eagle_block: bool
+
+
 class RunnerMirror:
     """Slots and per-request columns; one ``step`` per scheduler step."""
 
-    def __init__(self, mamba_block_size: int, num_speculative_blocks: int):
+    def __init__(self, mamba_block_size: int, num_speculative_blocks: int,
+                 checkpoints: PrefillCheckpoints | None = None):
         self.block_size = mamba_block_size
         self.num_spec = num_speculative_blocks
+        self.checkpoints = checkpoints if checkpoints and checkpoints.alignment is not None else None
         self.slots: dict[int, State] = {}
         self.writers: dict[int, str] = {}  # block id -> the request that last wrote its slot
         self.requests: dict[str, RequestSlots] = {}
@@ -106,6 +132,15 @@ class RunnerMirror:
             req = self.requests.get(rid)
             if req is not None:
                 req.state_idx = None
+
+    def load_external(self, request_id: str, prefix: tuple[int, ...]) -> int:
+        """A connector load: the exact state after ``prefix`` (the request's computed tokens) into
+        its resume column; returns the block written."""
+        req = self.requests[request_id]
+        block = req.block_ids[(len(prefix) - 1) // self.block_size]
+        self.slots[block] = State(prefix)
+        self.writers[block] = request_id
+        return block
 
     def drop(self, request_id: str) -> None:
         self.requests.pop(request_id, None)
@@ -155,6 +190,10 @@ class RunnerMirror:
             initial_state_tokens=len(initial),
         )
         if item.num_drafts == 0:
+            # ``_update_states_after_model_execute`` counts every row's valid sampled tokens: one here,
+            # so the next step reads this chunk's column (curr + 1 - 1), not a verify step's offset.
+            req.num_accepted = 1
+            chunk.checkpoint_tokens = self._export_checkpoint(item, req, initial)
             final = initial.extend(item.tokens)
             target = req.block_ids[curr]
             self.slots[target] = final
@@ -168,6 +207,26 @@ class RunnerMirror:
         else:
             self._verify(item, req, curr, initial, chunk, out)
         out.chunks.append(chunk)
+
+    def _export_checkpoint(self, item: StepWork, req: RequestSlots, initial: State) -> int | None:
+        """The backend's internal prefill checkpoint, where vLLM's rules say it writes one; returns the
+        checkpoint's position (tokens), None when the chunk exports none."""
+        if self.checkpoints is None:
+            return None
+        from vllm.model_executor.layers.mamba.checkpoint import compute_mamba_prefill_checkpoints
+
+        c = self.checkpoints
+        seq_len = req.num_computed + len(item.tokens)
+        (offset,), (column,) = compute_mamba_prefill_checkpoints(
+            [seq_len], [len(item.tokens)], hash_block_size=c.hash_block_size, mamba_block_size=self.block_size,
+            checkpoint_alignment=c.alignment, drop_eagle_block=c.drop_eagle_block,
+            cache_hit_alignment_tokens=c.cache_hit_alignment_tokens)
+        if column < 0:
+            return None
+        target = req.block_ids[column]
+        self.slots[target] = initial.extend(item.tokens[:offset])
+        self.writers[target] = item.request_id
+        return req.num_computed + offset
 
     def _verify(self, item: StepWork, req: RequestSlots, curr: int, initial: State, chunk: Chunk,
                 out: StepOutcome) -> None:

@@ -4,7 +4,11 @@ The Scheduler and its KVCacheManager are vLLM's own classes; only the inputs
 that the engine would normally derive from a loaded model are made here: a
 ``VllmConfig`` from ``EngineArgs`` over the tiny hybrid config directory
 (``workers.tiny_model.tiny_config_dir``), and a hybrid ``KVCacheConfig`` with one
-full-attention group and one Mamba (GDN) group in align mode.
+full-attention group and one Mamba group in align mode: GDN's spec (no prefill
+checkpoint blocks), or, with ``prefill_checkpoint_alignment``, the internal-checkpoint
+spec Mamba2 and KDA layers declare (one checkpoint block, that alignment). A scenario
+with ``external_tokens`` gets ``workers.sim.connector.ScenarioConnector`` attached through
+``kv_transfer_config``, so vLLM's ``KVConnectorFactory`` loads it by module path.
 
 Invariant: a ``VllmConfig`` is built once per distinct set of cache and
 speculative-decoding knobs (about 0.2 s warm, seconds cold) and cached; the
@@ -44,9 +48,11 @@ class ConfigKey:
     spec_decode: str
     num_speculative_tokens: int
     retention_interval: int | None
+    shared_prefix_checkpoint: bool = False
+    kv_connector: bool = False
 
     @classmethod
-    def of(cls, knobs: EngineKnobs) -> ConfigKey:
+    def of(cls, knobs: EngineKnobs, kv_connector: bool = False) -> ConfigKey:
         return cls(
             knobs.mamba_block_size,
             knobs.block_size,
@@ -54,6 +60,8 @@ class ConfigKey:
             knobs.spec_decode,
             knobs.num_spec_tokens,
             knobs.retention_interval,
+            knobs.shared_prefix_checkpoint,
+            kv_connector,
         )
 
 
@@ -89,6 +97,13 @@ def vllm_config_for(key: ConfigKey) -> Any:
         # head is configured instead. The scheduler treats both as the EAGLE
         # family (use_eagle, use_eagle_block_drop), which is all the split sees.
         speculative = {**speculative, "method": "mtp"}
+    from workers.sim.connector import CONNECTOR_CLASS, CONNECTOR_MODULE
+
+    kv_transfer = (
+        {"kv_connector": CONNECTOR_CLASS, "kv_connector_module_path": CONNECTOR_MODULE, "kv_role": "kv_both"}
+        if key.kv_connector
+        else None
+    )
     try:
         args = EngineArgs(
             model=str(tiny_config_dir()),
@@ -106,6 +121,8 @@ def vllm_config_for(key: ConfigKey) -> Any:
             prefix_match_unit=key.hash_block_size,
             prefix_cache_retention_interval=key.retention_interval,
             speculative_config=speculative,
+            enable_mamba_shared_prefix_checkpoint=key.shared_prefix_checkpoint,
+            kv_transfer_config=kv_transfer,
             async_scheduling=False,  # the sim drives EngineCore.step's synchronous order
         )
         return args.create_engine_config()
@@ -128,7 +145,8 @@ def with_scheduler_knobs(base: Any, knobs: EngineKnobs) -> Any:
 
 
 def kv_cache_config_for(vllm_config: Any, knobs: EngineKnobs, num_blocks: int) -> Any:
-    """A hybrid KVCacheConfig: full attention (block_size) + GDN Mamba (align, B), shaped as the tiny model's."""
+    """A hybrid KVCacheConfig: full attention (block_size) + Mamba (align, B), shaped as the tiny model's
+    GDN layer; with ``prefill_checkpoint_alignment`` the Mamba spec declares one prefill checkpoint block."""
     import torch
     from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
     from vllm.v1.kv_cache_interface import (
@@ -152,6 +170,8 @@ def kv_cache_config_for(vllm_config: Any, knobs: EngineKnobs, num_blocks: int) -
         mamba_type=MambaAttentionBackendEnum.GDN_ATTN,
         mamba_cache_mode="align",
         num_speculative_blocks=vllm_config.num_speculative_tokens,
+        num_prefill_checkpoint_blocks=int(knobs.prefill_checkpoint_alignment is not None),
+        prefill_checkpoint_alignment=knobs.prefill_checkpoint_alignment,
     )
     return KVCacheConfig(
         num_blocks=num_blocks,
@@ -169,8 +189,8 @@ def default_num_blocks(knobs: EngineKnobs, total_tokens: int) -> int:
     return 2 * (total_tokens // knobs.block_size + 64 * (knobs.num_spec_tokens + 4)) + 256
 
 
-def build_scheduler(knobs: EngineKnobs, num_blocks: int) -> Any:
-    """A fresh real Scheduler (empty cache) for these knobs."""
+def build_scheduler(knobs: EngineKnobs, num_blocks: int, kv_connector: bool = False) -> Any:
+    """A fresh real Scheduler (empty cache) for these knobs, with ``ScenarioConnector`` if asked."""
     from vllm.v1.core.kv_cache_utils import (
         resolve_cache_hit_alignment_tokens,
         resolve_kv_cache_block_sizes,
@@ -178,7 +198,7 @@ def build_scheduler(knobs: EngineKnobs, num_blocks: int) -> Any:
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.structured_output import StructuredOutputManager
 
-    vllm_config = copy.copy(vllm_config_for(ConfigKey.of(knobs)))
+    vllm_config = copy.copy(vllm_config_for(ConfigKey.of(knobs, kv_connector)))
     vllm_config.cache_config = copy.copy(vllm_config.cache_config)
     vllm_config.cache_config.num_gpu_blocks = num_blocks
     vllm_config.scheduler_config = with_scheduler_knobs(vllm_config.scheduler_config, knobs)

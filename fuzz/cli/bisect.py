@@ -1,0 +1,41 @@
+"""``gdnfuzz bisect BUNDLE --checkout DIR --good REV --bad REV [--fixed] [--mode split|branch]``: the first
+vLLM revision where a finding reproduces (or, with ``--fixed``, stops reproducing), recorded in the bundle."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from fuzz.errors import ExitCode
+from fuzz.store.bundle import load_bundle, record_range
+from fuzz.triage.bisect import bisect
+from fuzz.triage.candidate import MODES
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    """Exit 0 when the range is found and recorded; 2 on bad input (a bundle, a revision, an end that is
+    not what it is said to be)."""
+    bundle = load_bundle(args.bundle)
+    result = bisect(bundle, Path(args.checkout), args.good, args.bad, args.fixed, args.mode,
+                    lambda line: print(f"bisect: {line}", flush=True))
+    record_range(bundle.path, "fixed_in" if args.fixed else "regression_range", result.to_record())
+    print(f"recorded in {bundle.path / 'verdict.json'}")
+    return ExitCode.CLEAN
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("bisect", help="find the vLLM revision that broke a finding (or, with --fixed, fixed it)",
+                       description="Binary search over `git rev-list --first-parent GOOD..BAD` (BAD..GOOD with "
+                                   "--fixed); each revision is read from git objects, revisions that cannot be loaded "
+                                   "against the installed vLLM are skipped and named.")
+    p.add_argument("bundle", help="crash bundle directory, crashes/<signature>")
+    p.add_argument("--checkout", required=True, metavar="DIR", help="a vLLM git checkout (only read)")
+    p.add_argument("--good", required=True, metavar="REV", help="a revision where the finding does not reproduce")
+    p.add_argument("--bad", required=True, metavar="REV", help="a revision where it reproduces")
+    p.add_argument("--fixed", action="store_true",
+                   help="search the other way: BAD is the older revision, GOOD the newer; find the first fixed one")
+    p.add_argument("--mode", default="split", choices=MODES,
+                   help="split (each revision's split on the installed scheduler) or branch (its whole scheduling "
+                        "code, in a process of its own)")
+    p.set_defaults(func=cmd_bisect)

@@ -1,0 +1,118 @@
+"""``gdnfuzz ci``: the code-change check for a PR (replay the corpus, fuzz for a budget, fail on new signatures).
+
+Exit 0: no signature outside the baseline; 1: one or more new signatures (each is a failing JUnit case,
+a SARIF ``new`` result and a row of the summary); 2: bad input (a corpus file, a baseline file, a
+policy, a checkout the installed vLLM cannot run, or, strict by default, a runner mirror not checked
+against the installed vLLM). Everything goes under ``--out`` (``fuzz.triage.ci.CiPaths``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from fuzz import package_version
+from fuzz.cli.options import add_fail_on_arg
+from fuzz.errors import ExitCode, InputError
+from fuzz.model.checkout import BRANCH_PREFIX
+from fuzz.model.policies import resolve_policy
+from fuzz.report.junit import render_junit
+from fuzz.report.sarif import render_sarif
+from fuzz.report.summary import render_summary
+from fuzz.store.atomic import atomic_write
+from fuzz.triage.baseline import read_baseline
+from fuzz.triage.ci import Case, CiPaths, CiReport, corpus_files, fuzz, mark_new, replay_corpus
+
+
+def candidate_spec(candidate: str, mode: str) -> str:
+    """What the policy resolver gets: ``branch:DIR`` for whole-branch mode, the spec as typed otherwise."""
+    if mode == "split" or candidate.startswith(BRANCH_PREFIX):
+        return candidate
+    if not Path(candidate).is_dir():
+        raise InputError(f"--candidate-mode branch: {candidate!r} is not a vLLM checkout directory")
+    return BRANCH_PREFIX + candidate
+
+
+def _baseline(args: argparse.Namespace) -> tuple[set[str], str]:
+    known: set[str] = set()
+    sources = []
+    for path in args.baseline:
+        known |= read_baseline(path)
+        sources.append(path)
+    if args.baseline_issues:
+        from fuzz.report.github_baseline import open_issue_signatures
+
+        known |= open_issue_signatures(args.baseline_issues)
+        sources.append(f"open issues of {args.baseline_issues}")
+    return known, " and ".join(sources) or "no baseline"
+
+
+def cmd_ci(args: argparse.Namespace) -> int:
+    from workers.sim.fidelity import STRICT_ENV
+
+    if args.strict:
+        os.environ[STRICT_ENV] = "1"  # this process and every harness worker refuse an unchecked mirror
+    candidate = resolve_policy(candidate_spec(args.candidate, args.candidate_mode))
+    reference = resolve_policy(args.reference)
+    baseline, source = _baseline(args)
+    files = corpus_files(Path(args.corpus))
+    paths = CiPaths(Path(args.out))
+    paths.out.mkdir(parents=True, exist_ok=True)
+    report = CiReport(candidate, reference, replay_corpus(files, candidate, reference, args.fail_on), baseline, source)
+    if args.fuzz_time > 0:
+        found, progress = fuzz(Path(args.corpus), paths, candidate, reference, args.fuzz_time, args.jobs, args.seed,
+                               args.fail_on, args.minimize_time)
+        report.cases += found
+        report.fuzz_seconds = float(args.fuzz_time)
+        report.fuzz_execs = sum(w.execs for w in progress.workers.values())
+        report.worker_crashes = progress.worker_crashes
+        if progress.worker_crashes:
+            report.cases.append(Case("harness-crash", "fuzz", "harness-crash", "crash",
+                                     f"{progress.worker_crashes} harness worker(s) crashed; inputs in {paths.crashes}/raw",
+                                     0.0))
+    mark_new(report)
+    root = Path(args.source_root or (Path(args.candidate.removeprefix(BRANCH_PREFIX))
+                                     if Path(args.candidate.removeprefix(BRANCH_PREFIX)).is_dir() else "."))
+    atomic_write(paths.junit, render_junit(report))
+    atomic_write(paths.sarif, render_sarif(report, root, package_version()))
+    summary = render_summary(report, root)
+    atomic_write(paths.summary, summary)
+    print(summary, end="")
+    print(f"gdnfuzz ci: wrote {paths.junit}, {paths.sarif}, {paths.summary}")
+    return ExitCode.DIVERGED if report.new_signatures else ExitCode.CLEAN
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("ci", help="CI check of a candidate (a PR's vLLM checkout): replay the corpus, fuzz for a "
+                                  "budget, fail only on signatures not in the baseline; JUnit, SARIF, markdown")
+    p.add_argument("--candidate", required=True,
+                   help="the policy under test: usually the PR's vLLM checkout directory (see `gdnfuzz policies`)")
+    p.add_argument("--candidate-mode", choices=("split", "branch"), default="split",
+                   help="split (default): only the checkout's Scheduler._mamba_block_aligned_split, on the installed "
+                        "scheduler; branch: the checkout's whole vllm/v1/core, request.py and kv_cache_interface.py "
+                        "in a candidate process of its own")
+    p.add_argument("--reference", default="vllm", help="reference split policy (default vllm, the installed vLLM)")
+    p.add_argument("--corpus", default="corpus",
+                   help="committed corpus root, read only: its seeds/ and regressions/ are replayed and seed the fuzzer")
+    p.add_argument("--fuzz-time", type=int, default=60, help="seconds of coverage-guided fuzzing after the replay "
+                                                             "(default 60; 0: replay only)")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="fuzzing worker processes (default 1)")
+    p.add_argument("--seed", type=int, default=1, help="worker i uses libFuzzer -seed=SEED+i (default 1)")
+    p.add_argument("--minimize-time", type=float, default=30.0,
+                   help="seconds to minimize each new signature found while fuzzing (default 30)")
+    p.add_argument("--baseline", action="append", default=[], metavar="FILE",
+                   help="file of known signatures, one a line (# comments); repeatable")
+    p.add_argument("--baseline-issues", metavar="OWNER/NAME",
+                   help="also treat as known the signatures of this repository's open `gdnfuzz` issues "
+                        "($GITHUB_API_URL, $GITHUB_TOKEN; needs the `issues` extra)")
+    p.add_argument("--out", default="gdnfuzz-out",
+                   help="the one output directory: corpus/queue (cache it between runs), crashes/, junit.xml, "
+                        "gdnfuzz.sarif, summary.md (default gdnfuzz-out)")
+    p.add_argument("--source-root", help="directory SARIF paths are relative to (default: the checkout, else .)")
+    p.add_argument("--no-strict", dest="strict", action="store_false",
+                   help="only warn when the sim tier's runner mirror was not checked against the installed vLLM "
+                        "(default: refuse, exit 2, naming the changed vLLM functions)")
+    add_fail_on_arg(p)
+    p.set_defaults(func=cmd_ci)

@@ -1,0 +1,53 @@
+"""``gdnfuzz merge OUT IN...``: libFuzzer's corpus merge over the harness (what ``run -- -merge=1`` does).
+
+Inputs of the IN directories that add coverage of vLLM's instrumented scheduling code to OUT are copied
+into OUT (``--set-cover``: libFuzzer's smaller set-cover selection). Exit 0 once merged; 1 if the merge
+failed (OUT unchanged but for what libFuzzer had already copied); 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from fuzz.cli.options import add_fail_on_arg, add_policy_args, policies_of
+from fuzz.errors import ExitCode, InputError
+from fuzz.search.rerun import MergeRequest, merge_env
+from fuzz.store.corpus_merge import run_libfuzzer_merge
+
+
+def run_merge(request: MergeRequest, args: argparse.Namespace) -> int:
+    """Carry out a merge request (from ``gdnfuzz merge`` or ``gdnfuzz run -- -merge=1``) and print its summary."""
+    policies_of(args)
+    env = merge_env(args.candidate, args.reference, args.crashes, args.fail_on)
+    files, features, edges = run_libfuzzer_merge(request.out, request.inputs, env, args.merge_timeout,
+                                                 request.flags, request.mode)
+    print(f"gdnfuzz merge ({request.mode}): {files} new files with {features} new features "
+          f"({edges} new coverage edges) added to {request.out}")
+    return ExitCode.CLEAN
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    for d in [args.out, *args.inputs]:
+        if not Path(d).is_dir():
+            raise InputError(f"{d}: no such directory")
+    mode = "-set_cover_merge=1" if args.set_cover else "-merge=1"
+    return run_merge(MergeRequest(mode, Path(args.out), [Path(d) for d in args.inputs], ()), args)
+
+
+def add_merge_args(p: argparse.ArgumentParser) -> None:
+    """The settings a merge's harness runs under (shared with ``gdnfuzz run``'s -merge=1 path and prune)."""
+    p.add_argument("--merge-timeout", type=float, default=600, help="seconds before a merge is abandoned (default 600)")
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("merge", help="merge corpus directories by coverage (libFuzzer -merge=1 over the harness)")
+    p.add_argument("out", help="corpus directory to merge into (written)")
+    p.add_argument("inputs", nargs="+", help="corpus directories to take new coverage from (read)")
+    p.add_argument("--set-cover", action="store_true", help="libFuzzer's -set_cover_merge=1 (a smaller selection)")
+    add_policy_args(p)
+    add_fail_on_arg(p)
+    p.add_argument("--crashes", default="crashes", help="where inputs that diverge while merging are saved")
+    add_merge_args(p)
+    p.set_defaults(func=cmd_merge)

@@ -1,0 +1,42 @@
+"""``gdnfuzz prune``: shrink a corpus queue with no loss of coverage (``fuzz.store.corpus_merge.merge_corpus``).
+
+The seeds and regressions are the baseline; ``CORPUS/queue`` (its top level and per-fuzzer working
+directories) becomes the smallest set libFuzzer's set-cover merge picks. Exit 0 once pruned (the queue
+is left unchanged if the merge fails: exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from fuzz.cli.merge import add_merge_args
+from fuzz.cli.options import add_fail_on_arg, add_policy_args, policies_of
+from fuzz.errors import ExitCode, InputError
+from fuzz.search.rerun import merge_env
+from fuzz.store.corpus_merge import merge_corpus
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    policies_of(args)
+    corpus = Path(args.corpus)
+    queue = corpus / "queue"
+    if not queue.is_dir():
+        raise InputError(f"{queue}: no such directory (nothing to prune)")
+    baseline = [d for d in (corpus / "seeds", corpus / "regressions") if d.is_dir()]
+    report = merge_corpus(queue, baseline, merge_env(args.candidate, args.reference, args.crashes, args.fail_on),
+                          timeout=args.merge_timeout)
+    print(f"gdnfuzz prune: {report.candidates} inputs -> {report.kept} kept, {report.removed} removed "
+          f"({report.features} features, {report.edges} edges over the seeds and regressions) in {report.seconds:.1f}s")
+    return ExitCode.CLEAN
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("prune", help="shrink CORPUS/queue to a set-cover of its coverage (seeds and regressions kept)")
+    p.add_argument("--corpus", default="corpus", help="corpus root whose queue/ is pruned (default corpus)")
+    add_policy_args(p)
+    add_fail_on_arg(p)
+    p.add_argument("--crashes", default="crashes", help="where inputs that diverge while merging are saved")
+    add_merge_args(p)
+    p.set_defaults(func=cmd_prune)

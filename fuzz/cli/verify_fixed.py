@@ -1,0 +1,62 @@
+"""``gdnfuzz verify-fixed [PATH...] [--candidate P | --checkout DIR --revision REV] [--repo owner/name]``:
+replay every finding against a new build; with ``--repo``, close fixed issues and reopen returning ones."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from fuzz.errors import ExitCode, InputError
+from fuzz.report.github import API_URL_ENV, DEFAULT_API_URL, TOKEN_ENV
+from fuzz.store.bundle import VERIFY_STATES
+from fuzz.triage.candidate import MODES, at_revision, from_spec
+from fuzz.triage.verify import bundles_in, verify_store
+
+DEFAULT_TRIES = 3
+
+
+def cmd_verify_fixed(args: argparse.Namespace) -> int:
+    """Exit 1 when a finding still reproduces (or is flaky), 0 otherwise, 2 on bad input."""
+    if (args.checkout is None) != (args.revision is None):
+        raise InputError("--checkout and --revision go together (a git revision of a vLLM checkout)")
+    if args.checkout is not None and args.candidate is not None:
+        raise InputError("--candidate: not with --checkout/--revision (the revision is the candidate)")
+    bundles = bundles_in([Path(p) for p in args.paths], with_issue=args.with_issue)
+    where = at_revision(Path(args.checkout), args.revision, args.mode) if args.checkout is not None \
+        else nullcontext(from_spec(args.candidate or "vllm"))
+    with where as candidate:
+        print(f"verify-fixed: {len(bundles)} bundles against {candidate.label}, {args.tries} tries each")
+        outcomes = verify_store(bundles, candidate, args.tries, args.tier, args.repo, args.api_url, print)
+    counts = {s: sum(o.record["status"] == s for o in outcomes) for s in VERIFY_STATES}
+    print("verify-fixed: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+    return ExitCode.DIVERGED if counts["reproduces"] or counts["flaky"] else ExitCode.CLEAN
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("verify-fixed", help="replay every finding against a new vLLM: reproduces, fixed or flaky",
+                       description="Each bundle is replayed TRIES times; 'fixed' only when no try reproduces and the "
+                                   "canary is caught in the same configuration. Results go into each bundle, once per "
+                                   f"candidate; with --repo the token is read from ${TOKEN_ENV} only.")
+    p.add_argument("paths", nargs="*", default=[os.environ.get("GDNFUZZ_CRASHES", "crashes")],
+                   help="crash bundles or crash stores (default $GDNFUZZ_CRASHES or crashes)")
+    p.add_argument("--candidate", default=None,
+                   help="what to check against (default vllm: the installed vLLM; any policy, a checkout directory "
+                        "or branch:DIR)")
+    p.add_argument("--checkout", default=None, metavar="DIR", help="a vLLM git checkout (with --revision)")
+    p.add_argument("--revision", default=None, metavar="REV",
+                   help="the checkout's revision to check, read from git objects (the work tree is not touched)")
+    p.add_argument("--mode", default="split", choices=MODES,
+                   help="with --revision: split (its split on the installed scheduler) or branch (its whole "
+                        "scheduling code)")
+    p.add_argument("--tries", type=int, default=DEFAULT_TRIES,
+                   help=f"replays per bundle (default {DEFAULT_TRIES}); some but not all reproducing is flaky")
+    p.add_argument("--tier", default=None, choices=("sim", "engine", "kernels"),
+                   help="tier to replay on (default: each bundle's own)")
+    p.add_argument("--with-issue", action="store_true", help="only bundles with a filed issue (issue.json)")
+    p.add_argument("--repo", default=None, metavar="OWNER/NAME",
+                   help="close the issues of fixed findings and reopen those of returning ones, once per candidate")
+    p.add_argument("--api-url", default=None, help=f"API base URL (default ${API_URL_ENV} or {DEFAULT_API_URL})")
+    p.set_defaults(func=cmd_verify_fixed)

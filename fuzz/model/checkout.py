@@ -1,0 +1,87 @@
+"""A vLLM source checkout as a candidate: which of its files whole-branch mode brings, and what changed.
+
+Two modes (``gdnfuzz policies`` and the README say the same):
+
+- **split** (a bare checkout directory as the policy): only the checkout's
+  ``Scheduler._mamba_block_aligned_split`` is taken, compiled against the installed scheduler; every
+  other line of the branch is ignored.
+- **branch** (``branch:DIR``): the checkout's pure-Python scheduling code, :data:`OVERLAID_PACKAGES`
+  and :data:`OVERLAID_FILES`, is imported in place of the installed modules of the same names, in a
+  candidate process of its own (``workers.sim.branch``), so the branch's whole scheduler, KV-cache
+  manager, coordinator, block pool and request run against the installed ones. Everything else
+  (the model runner, configs, the engine) stays the installed vLLM's.
+
+Invariant: :func:`overlay_modules` lists exactly the modules whole-branch mode serves from the
+checkout, and :func:`changed_files` compares exactly those files against the installed vLLM.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+OVERLAID_PACKAGES = ("vllm/v1/core",)
+OVERLAID_FILES = ("vllm/v1/request.py", "vllm/v1/kv_cache_interface.py")
+BRANCH_PREFIX = "branch:"
+CHECKOUT_SCHEDULER_SPLIT = Path("vllm/v1/core/sched/scheduler.py")  # holds Scheduler._mamba_block_aligned_split
+
+
+@dataclass(frozen=True)
+class ChangedFile:
+    path: str  # relative to the checkout root, e.g. vllm/v1/core/single_type_kv_cache_manager.py
+    line: int  # the first line (1-based) that differs from the installed file; 1 for a new file
+
+
+def module_name(relative: Path) -> str:
+    parts = list(relative.with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def overlay_files(root: Path) -> list[Path]:
+    """The checkout's files that whole-branch mode brings, relative to ``root``."""
+    files = [Path(f) for f in OVERLAID_FILES if (root / f).is_file()]
+    for package in OVERLAID_PACKAGES:
+        files += sorted(p.relative_to(root) for p in (root / package).rglob("*.py"))
+    return files
+
+
+def overlay_modules(root: Path) -> dict[str, Path]:
+    """Module name -> absolute source file, for every module whole-branch mode serves from ``root``."""
+    return {module_name(rel): (root / rel).resolve() for rel in overlay_files(root)}
+
+
+def installed_vllm_root() -> Path:
+    """The directory holding the installed ``vllm`` package (its site-packages), found without importing it."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        raise LookupError("vLLM is not installed")
+    return Path(next(iter(spec.submodule_search_locations))).parent
+
+
+def changed_files(root: Path) -> list[ChangedFile]:
+    """The overlaid files where the checkout differs from the installed vLLM, with the first changed line."""
+    installed = installed_vllm_root()
+    changed: list[ChangedFile] = []
+    for rel in overlay_files(root):
+        ours = (root / rel).read_text().splitlines()
+        theirs_path = installed / rel
+        if not theirs_path.is_file():
+            changed.append(ChangedFile(str(rel), 1))
+            continue
+        theirs = theirs_path.read_text().splitlines()
+        if ours == theirs:
+            continue
+        matcher = difflib.SequenceMatcher(a=theirs, b=ours, autojunk=False)
+        first = next(op for op in matcher.get_opcodes() if op[0] != "equal")
+        changed.append(ChangedFile(str(rel), min(first[3], max(len(ours) - 1, 0)) + 1))
+    return changed
+
+
+def split_line(scheduler_file: Path) -> int:
+    """The line of ``def _mamba_block_aligned_split`` in a checkout's scheduler (1 when absent)."""
+    tree = ast.parse(scheduler_file.read_text())
+    return next((node.lineno for node in ast.walk(tree)
+                 if isinstance(node, ast.FunctionDef) and node.name == "_mamba_block_aligned_split"), 1)

@@ -1,0 +1,105 @@
+"""The per-scenario deadline: a run that takes longer than this is a ``hang`` fault, never a hung gdnfuzz.
+
+``with run_deadline() as armed: ...`` raises :class:`DeadlineExceeded` in the main thread once the
+deadline passes, wherever that thread is (inside a policy's ``time.sleep``, a busy loop, or vLLM's
+scheduler); the executor that armed it catches it and records ``Fault(kind="hang", step=...)``.
+
+Invariants kept here:
+- the deadline interrupts with a signal sent to the main thread by a watchdog thread, not with
+  ``SIGALRM``/``ITIMER_REAL``, which libFuzzer (``-timeout``) already owns; the signal's handler is
+  installed once and never removed, and raises only while a deadline is armed and expired, so a
+  late signal after the run finished is ignored, never a crash;
+- :class:`DeadlineExceeded` is a ``BaseException``: neither vLLM's ``except Exception`` nor a
+  tier's fault handler can swallow it, and the policy boundary (``contract_checked``) lets it pass;
+- deadlines do not nest: inside an armed one, ``run_deadline`` arms nothing (the outer governs);
+  off the main thread (signals reach only the main thread) it arms nothing and yields ``False``;
+- the length is ``--deadline`` (:func:`set_deadline`), else ``$GDNFUZZ_DEADLINE_S`` (so child
+  processes inherit it), else the tier's default.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from fuzz.errors import InputError
+
+DEADLINE_ENV = "GDNFUZZ_DEADLINE_S"
+DEFAULT_DEADLINE_S = 120.0  # sim and kernel tiers; a sim run of the largest valid scenario takes seconds
+DEADLINE_SIGNAL = signal.SIGRTMIN + 3  # unused by libFuzzer, Python and vLLM
+
+
+class DeadlineExceeded(BaseException):
+    """The armed deadline passed (raised in the main thread, inside whatever it was running)."""
+
+
+class _Armed:
+    """The one armed deadline of this process (the main thread's): each arming is a new generation,
+    so a watchdog of an earlier, finished run can never expire a later one."""
+
+    active = False
+    generation = 0
+    expired_generation = -1
+    handler_installed = False
+
+
+def set_deadline(seconds: float) -> None:
+    """Set this process's (and its children's) per-scenario deadline, as ``--deadline`` does."""
+    os.environ[DEADLINE_ENV] = repr(check_deadline(seconds, "--deadline"))
+
+
+def check_deadline(seconds: float, where: str) -> float:
+    if not (isinstance(seconds, int | float) and math.isfinite(seconds) and seconds > 0):
+        raise InputError(f"{where}: expected a positive number of seconds, got {seconds!r}")
+    return float(seconds)
+
+
+def deadline_seconds(default: float = DEFAULT_DEADLINE_S) -> float:
+    """The per-scenario deadline in force (see the module docstring)."""
+    raw = os.environ.get(DEADLINE_ENV)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    return check_deadline(value, f"${DEADLINE_ENV}")
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    if _Armed.active and _Armed.expired_generation == _Armed.generation:
+        _Armed.active = False
+        raise DeadlineExceeded
+
+
+@contextmanager
+def run_deadline(seconds: float | None = None) -> Iterator[bool]:
+    """Arm the deadline (``seconds``, default :func:`deadline_seconds`) around one run; yields whether it armed."""
+    if _Armed.active or threading.current_thread() is not threading.main_thread():
+        yield False
+        return
+    if not _Armed.handler_installed:
+        signal.signal(DEADLINE_SIGNAL, _on_signal)
+        _Armed.handler_installed = True
+    main = threading.main_thread().ident
+    assert main is not None
+    _Armed.generation += 1
+    generation = _Armed.generation
+
+    def expire() -> None:
+        _Armed.expired_generation = generation
+        signal.pthread_kill(main, DEADLINE_SIGNAL)
+
+    watchdog = threading.Timer(deadline_seconds() if seconds is None else seconds, expire)
+    watchdog.daemon = True
+    _Armed.active = True
+    watchdog.start()
+    try:
+        yield True
+    finally:
+        _Armed.active = False
+        watchdog.cancel()

@@ -1,0 +1,216 @@
+"""The one low-level reader of user JSON files: whatever the bytes, a value or one InputError.
+
+Every reader of a user file (scenario and corpus files, bundles and ``verdict.json``, stats lines,
+kernel schedules, ``compare`` reports) gets its bytes and its JSON value here, and then checks the
+fields it knows. Invariants kept here:
+
+- a file that is missing, a directory, unreadable, larger than ``max_bytes`` or not UTF-8 is refused
+  with the file named (field ``<file>``), never an ``OSError`` or ``UnicodeDecodeError``;
+- a value is plain JSON as the format promises: no ``NaN`` / ``Infinity`` (nor a number that only
+  parses as infinity), no integer longer than :data:`MAX_INT_DIGITS` digits, no nesting deeper than
+  :data:`MAX_DEPTH`, no string that cannot be written back as UTF-8 (a lone surrogate escape);
+  anything else is refused as field ``<json>``, never a ``ValueError`` or ``RecursionError``;
+- :func:`typed` turns a value into the dataclass a type hint names only when every field has its
+  type, so a reader never hands on a value that fails later, deep in a run.
+
+Errors are made by the caller's ``fail(field, message)``, so each reader raises its own
+:class:`~fuzz.errors.InputError` subclass, already naming its file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import types
+import typing
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from typing import Any, NoReturn
+
+from fuzz.errors import InputError
+
+Fail = Callable[[str, str], InputError]
+
+MAX_FILE_BYTES = 256 << 20  # a kernel schedule of a whole corpus stays far below
+MAX_DEPTH = 64  # the deepest gdnfuzz format nests 6 levels
+MAX_INT_DIGITS = 20  # every integer field fits in 64 bits
+
+
+def read_bytes(path: str | Path, fail: Fail, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The file's bytes; a missing, unreadable or oversized file, or a directory, is ``fail("<file>", ...)``."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(max_bytes + 1)
+    except FileNotFoundError:
+        _raise(fail("<file>", "no such file"))
+    except IsADirectoryError:
+        _raise(fail("<file>", "is a directory, not a file"))
+    except PermissionError:
+        _raise(fail("<file>", "not readable (permission denied)"))
+    except OSError as exc:
+        _raise(fail("<file>", f"cannot be read ({exc.strerror or type(exc).__name__})"))
+    if len(raw) > max_bytes:
+        _raise(fail("<file>", f"larger than {max_bytes} bytes"))
+    return raw
+
+
+def read_text(path: str | Path, fail: Fail, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The file's text, which must be UTF-8 (see :func:`read_bytes` for the file errors)."""
+    return _decode(read_bytes(path, fail, max_bytes), fail)
+
+
+def read_json(path: str | Path, fail: Fail, max_bytes: int = MAX_FILE_BYTES) -> Any:
+    """The JSON value of a file (see the module invariants)."""
+    return parse_json(read_bytes(path, fail, max_bytes), fail)
+
+
+def parse_json(raw: bytes | str, fail: Fail) -> Any:
+    """The JSON value of ``raw`` (UTF-8 bytes or text), checked against the module invariants."""
+    text = _decode(raw, fail) if isinstance(raw, bytes) else raw
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant, parse_int=_bounded_int, parse_float=_finite_float)
+    except _NotPlainJson as exc:
+        _raise(fail("<json>", str(exc)))
+    except RecursionError:
+        _raise(fail("<json>", f"nested deeper than {MAX_DEPTH} levels"))
+    except ValueError as exc:  # json.JSONDecodeError is one
+        _raise(fail("<json>", f"not valid JSON ({exc})"))
+    _check_tree(value, fail)
+    return value
+
+
+class _NotPlainJson(ValueError):
+    """Raised from inside ``json.loads`` by the hooks below."""
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise _NotPlainJson(f"{name} is not a JSON number")
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise _NotPlainJson(f"an integer of {len(digits.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
+    return int(digits)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotPlainJson(f"{text[:40]} is too large for a finite number")
+    return value
+
+
+def _decode(raw: bytes, fail: Fail) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _raise(fail("<file>", f"not UTF-8 text (byte {exc.start})"))
+
+
+def _check_tree(value: Any, fail: Fail) -> None:
+    """Depth and string checks, without recursion (so no input can exhaust the stack here)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, str):
+            _check_string(node, fail)
+            continue
+        if not isinstance(node, dict | list):
+            continue
+        if depth > MAX_DEPTH:
+            _raise(fail("<json>", f"nested deeper than {MAX_DEPTH} levels"))
+        if isinstance(node, dict):
+            for key in node:
+                _check_string(key, fail)
+            children = node.values()
+        else:
+            children = node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list | str))
+
+
+def _check_string(text: str, fail: Fail) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        _raise(fail("<json>", f"a string with a lone surrogate escape ({text[:20]!r})"))
+
+
+def _raise(error: InputError) -> NoReturn:
+    raise error from None
+
+
+# ---------------------------------------------------------------- typed values
+
+
+def typed(hint: Any, value: Any, where: str, fail: Fail) -> Any:
+    """``value`` as ``hint`` (a dataclass, enum, ``int``, ``float``, ``str``, ``bool``, ``list[X]``,
+    ``dict[str, X]``, ``X | None``); a value of any other shape is ``fail(where, ...)``.
+
+    Dataclass fields missing from ``value`` take their defaults (``fail`` when they have none);
+    unknown keys are refused."""
+    if hint is Any:
+        return value
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        (inner,) = [o for o in options if o is not type(None)]
+        return typed(inner, value, where, fail)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if not isinstance(value, list):
+            _raise(fail(where, f"expected a list, got {_kind(value)}"))
+        return [typed(item, v, f"{where}[{i}]", fail) for i, v in enumerate(value)]
+    if origin is dict:
+        _, item = typing.get_args(hint)
+        if not isinstance(value, dict):
+            _raise(fail(where, f"expected an object, got {_kind(value)}"))
+        return {k: typed(item, v, f"{where}.{k}", fail) for k, v in value.items()}
+    if dataclasses.is_dataclass(hint):
+        return _dataclass(hint, value, where, fail)
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        try:
+            return hint(value)
+        except (ValueError, TypeError):
+            _raise(fail(where, f"expected one of {', '.join(str(m.value) for m in hint)}, got {_short(value)}"))
+    accepted = (int, float) if hint is float else (hint,)
+    if isinstance(value, bool) != (hint is bool) or not isinstance(value, accepted):
+        _raise(fail(where, f"expected {hint.__name__}, got {_short(value)}"))
+    return value
+
+
+def _dataclass(cls: type, value: Any, where: str, fail: Fail) -> Any:
+    if not isinstance(value, dict):
+        _raise(fail(where, f"expected an object, got {_kind(value)}"))
+    hints = _field_hints(cls)
+    for key in value:
+        if key not in hints:
+            _raise(fail(f"{where}.{key}", "unknown field"))
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name in value:
+            kwargs[f.name] = typed(hints[f.name], value[f.name], f"{where}.{f.name}", fail)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            _raise(fail(f"{where}.{f.name}", "missing"))
+    return cls(**kwargs)
+
+
+@functools.cache
+def _field_hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,93 @@
+"""A git revision of a vLLM checkout as a candidate checkout, read from git objects.
+
+``materialized(repo, sha)`` writes the files a candidate checkout is made of
+(``fuzz.model.checkout``'s :data:`OVERLAID_PACKAGES` and :data:`OVERLAID_FILES`) as they are at
+``sha`` into a fresh temporary directory, with ``git archive``, and removes it afterwards.
+
+Invariants:
+- the user's repository is only read: no checkout, no index or work-tree change, no ref moved
+  (only ``rev-parse``, ``rev-list``, ``log``, ``merge-base``, ``ls-tree`` and ``archive`` run);
+- every git failure is one :class:`RevisionError` line (exit 2) naming the repository and what failed.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from fuzz.errors import InputError
+from fuzz.model.checkout import OVERLAID_FILES, OVERLAID_PACKAGES
+
+
+class RevisionError(InputError):
+    """A repository or revision that cannot be read (one line)."""
+
+
+def git(repo: Path, *args: str, binary: bool = False) -> str | bytes:
+    """``git -C repo ARGS``'s standard output; a failure is a RevisionError with git's first line."""
+    try:
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, check=False)
+    except OSError as exc:
+        raise RevisionError(f"{repo}: cannot run git ({exc})") from None
+    if done.returncode != 0:
+        first = (done.stderr.decode(errors="replace").strip().splitlines() or ["failed"])[0]
+        raise RevisionError(f"{repo}: git {args[0]}: {first}")
+    return done.stdout if binary else done.stdout.decode(errors="replace")
+
+
+def resolve(repo: Path, rev: str) -> str:
+    """The full sha of the commit ``rev`` names in ``repo``."""
+    if not (repo / ".git").exists() and not (repo / "HEAD").is_file():
+        raise RevisionError(f"{repo}: not a git repository")
+    try:
+        if rev.startswith("-"):
+            raise RevisionError(rev)
+        return str(git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")).strip()
+    except RevisionError:
+        raise RevisionError(f"{repo}: no commit {rev!r}") from None
+
+
+def subject(repo: Path, sha: str) -> str:
+    """The commit's subject line."""
+    return str(git(repo, "log", "-1", "--format=%s", sha)).strip()
+
+
+def first_parent_range(repo: Path, old: str, new: str) -> list[str]:
+    """The commits after ``old`` up to ``new`` on ``new``'s first-parent line, oldest first
+    (``git rev-list --first-parent --reverse old..new``); ``old`` must be an ancestor of ``new``."""
+    done = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", old, new], capture_output=True)
+    if done.returncode != 0:
+        raise RevisionError(f"{repo}: {old[:12]} is not an ancestor of {new[:12]}")
+    revs = str(git(repo, "rev-list", "--first-parent", "--reverse", f"{old}..{new}")).split()
+    if not revs:
+        raise RevisionError(f"{repo}: no commits between {old[:12]} and {new[:12]}")
+    return revs
+
+
+def extract(repo: Path, sha: str, dest: Path) -> Path:
+    """Write the candidate checkout's files as they are at ``sha`` under ``dest``; returns ``dest``."""
+    wanted = [*OVERLAID_PACKAGES, *OVERLAID_FILES]
+    present = str(git(repo, "ls-tree", "--name-only", sha, "--", *wanted)).split()
+    if not present:
+        raise RevisionError(f"{repo}: {sha[:12]} has none of {', '.join(wanted)}")
+    archive = git(repo, "archive", "--format=tar", sha, "--", *present, binary=True)
+    assert isinstance(archive, bytes)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+@contextmanager
+def materialized(repo: Path, sha: str) -> Iterator[Path]:
+    """A temporary checkout of ``sha`` (the candidate's files only), removed on exit."""
+    root = Path(tempfile.mkdtemp(prefix=f"gdnfuzz-rev-{sha[:12]}-"))
+    try:
+        yield extract(repo, sha, root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,107 @@
+"""gdnfuzz's pytest plugin (entry point ``pytest11: gdnfuzz``): a corpus as test items.
+
+``pytest --gdnfuzz-corpus DIR --gdnfuzz-candidate P [--gdnfuzz-candidate Q] [--gdnfuzz-reference R]``
+collects one item per scenario file under DIR (recursively, ``*.json``) and per candidate, with ids
+``gdnfuzz[<candidate>:<file relative to DIR>]``, each marked ``gdnfuzz`` (select with ``-m gdnfuzz``).
+An item replays its scenario on the sim tier under the candidate and the reference and fails when the
+verdict diverges (correctness; ``--gdnfuzz-fail-on`` as ``gdnfuzz replay --fail-on``), with the verdict,
+its summary and the ``gdnfuzz replay`` command that reproduces it in the message. A finding the reference
+shares (``both-side-*``, ``reference-side-*``: e.g. a bug of the installed vLLM's own that the corpus
+records) is an expected failure (xfail) naming it, as ``gdnfuzz ci`` counts it as known.
+
+Invariant: without ``--gdnfuzz-corpus`` the plugin collects nothing and imports nothing heavy, so a
+project's own test run is unchanged; vLLM is imported only when the first item runs.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MARKER = "gdnfuzz"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gdnfuzz", "gdnfuzz corpus replay")
+    group.addoption("--gdnfuzz-corpus", metavar="DIR", help="collect every scenario file under DIR as a test item")
+    group.addoption("--gdnfuzz-candidate", metavar="POLICY", action="append", default=None,
+                    help="candidate split policy (repeatable; default vllm): a built-in, module:attr, file.py:attr, "
+                         "a vLLM checkout directory, or branch:DIR")
+    group.addoption("--gdnfuzz-reference", metavar="POLICY", default="vllm", help="reference policy (default vllm)")
+    group.addoption("--gdnfuzz-fail-on", metavar="CLASS", default="correctness",
+                    choices=("correctness", "efficiency", "any"), help="which findings fail an item (default correctness)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}: a gdnfuzz corpus scenario replayed under a candidate policy")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    corpus = session.config.getoption("gdnfuzz_corpus")
+    if corpus is not None and not Path(corpus).is_dir():
+        raise pytest.UsageError(f"--gdnfuzz-corpus: {corpus}: no such directory")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    corpus = config.getoption("gdnfuzz_corpus")
+    if corpus is None:
+        return
+    root = Path(corpus)
+    candidates = config.getoption("gdnfuzz_candidate") or ["vllm"]
+    collector = CorpusCollector.from_parent(session, name=f"gdnfuzz:{root}", path=root.resolve())
+    for path in sorted(root.rglob("*.json")):
+        for candidate in candidates:
+            items.append(ScenarioItem.from_parent(collector, name=f"gdnfuzz[{candidate}:{path.relative_to(root)}]",
+                                                  scenario=path, candidate=candidate))
+
+
+class CorpusCollector(pytest.Collector):
+    """The parent of the corpus items (they are added after collection, beside the project's own)."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        return iter(())
+
+
+class ScenarioFailed(Exception):
+    """One corpus item's verdict: diverged (or regressed, under --gdnfuzz-fail-on efficiency|any)."""
+
+
+class ScenarioItem(pytest.Item):
+    def __init__(self, *, scenario: Path, candidate: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.scenario = scenario
+        self.candidate = candidate
+        self.add_marker(MARKER)
+
+    def runtest(self) -> None:
+        from fuzz.model.policies import resolve_policy
+        from fuzz.model.result import FailOn
+        from fuzz.model.scenario import load_scenario
+        from fuzz.oracle.finding import replay_argv
+        from fuzz.oracle.signature import finding_signature
+        from fuzz.triage.ci import REFERENCE_WRONG
+        from fuzz.triage.replay import replay
+
+        reference_spec = self.config.getoption("gdnfuzz_reference")
+        fail_on = FailOn(self.config.getoption("gdnfuzz_fail_on"))
+        scenario, _ = load_scenario(self.scenario)
+        replayed = replay(scenario, resolve_policy(self.candidate), resolve_policy(reference_spec), "sim")
+        sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
+        if sig.startswith(REFERENCE_WRONG):  # not the candidate's: a bug of the reference, recorded as such
+            pytest.xfail(f"{reference_spec} is wrong there too ({sig}): {replayed.verdict.summary}")
+        if sig != "clean":
+            command = shlex.join(replay_argv(str(self.scenario), self.candidate, reference_spec, "sim", fail_on))
+            raise ScenarioFailed(f"{self.scenario}: verdict {replayed.verdict.status} ({sig}): "
+                                 f"{replayed.verdict.summary}\n  reproduce: {command}")
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, ScenarioFailed):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.scenario, 0, self.name

@@ -1,0 +1,56 @@
+"""``gdnfuzz ci``'s SARIF 2.1.0 log (for code scanning; validated in tests against the OASIS schema).
+
+One rule and one result per signature found. Invariant: every result points at the candidate's
+source (``fuzz.report.source_location``: the changed file of a whole branch, else the split), carries
+``baselineState`` ``new`` (level error) or ``unchanged`` (known, level note), a stable
+``partialFingerprints`` entry (the signature), and the replay command in its message.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from fuzz.report.source_location import candidate_location
+from fuzz.triage.ci import CiReport
+
+SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+
+
+def render_sarif(report: CiReport, source_root: Path, version: str) -> str:
+    where = candidate_location(report.candidate, source_root)
+    rules: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for sig, cases in sorted(report.signatures.items()):
+        first = cases[0]
+        new = sig not in report.baseline
+        rules.append({"id": sig, "name": "GdnfuzzDivergence",
+                      "shortDescription": {"text": f"gdnfuzz signature {sig}"},
+                      "fullDescription": {"text": first.summary or sig},
+                      "defaultConfiguration": {"level": "error"}})
+        text = (f"{'New' if new else 'Known'} gdnfuzz signature {sig} under candidate {report.candidate.spec} "
+                f"against {report.reference.spec}: {first.summary} ({len(cases)} input(s), e.g. {first.name}). "
+                f"Replay: {shlex.join(first.reproduce)}")
+        results.append({
+            "ruleId": sig, "ruleIndex": len(rules) - 1, "level": "error" if new else "note",
+            "baselineState": "new" if new else "unchanged",
+            "message": {"text": text},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": {"uri": where.path, **({"uriBaseId": "SRCROOT"} if not where.path.startswith("/")
+                                                          else {})},
+                "region": {"startLine": where.line}},
+                "message": {"text": f"the candidate's {where.what}"}}],
+            "partialFingerprints": {"gdnfuzzSignature/v1": sig},
+        })
+    log = {
+        "$schema": SCHEMA, "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "gdnfuzz", "version": version,
+                                "informationUri": "https://github.com/vllm-project/vllm", "rules": rules}},
+            "originalUriBaseIds": {"SRCROOT": {"uri": source_root.resolve().as_uri() + "/"}},
+            "results": results,
+        }],
+    }
+    return json.dumps(log, indent=1) + "\n"

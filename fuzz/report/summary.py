@@ -1,0 +1,40 @@
+"""``gdnfuzz ci``'s markdown summary, fit for a PR comment or ``$GITHUB_STEP_SUMMARY``.
+
+Invariant: the first line says pass or fail and why in one sentence; every new signature has a row
+with its verdict and the command that replays it; known signatures and what ran are listed after.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from fuzz.report.source_location import candidate_location
+from fuzz.triage.ci import CiReport
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_summary(report: CiReport, source_root: Path) -> str:
+    new, known = report.new_signatures, report.known_signatures
+    replayed = [c for c in report.cases if c.phase == "replay"]
+    head = (f"**gdnfuzz: FAILED**: {len(new)} new signature(s)" if new else "**gdnfuzz: passed**: no new signature")
+    lines = [f"{head} (candidate `{report.candidate.spec}` against `{report.reference.spec}`).", ""]
+    if new:
+        where = candidate_location(report.candidate, source_root)
+        lines += [f"Points at `{where.path}:{where.line}` ({where.what}).", "",
+                  "| new signature | verdict | first input | replay |", "|---|---|---|---|"]
+        for sig in new:
+            first = report.signatures[sig][0]
+            lines.append(f"| `{sig}` | {_cell(first.status + ': ' + first.summary)} | `{_cell(first.name)}` | "
+                         f"`{_cell(shlex.join(first.reproduce))}` |")
+        lines.append("")
+    if known:
+        lines += ["Known: " + ", ".join(f"`{s}` ({report.known_because(s)})" for s in known), ""]
+    lines += [f"- corpus replay: {len(replayed)} file(s), {sum(c.signature != 'clean' for c in replayed)} diverged",
+              f"- fuzzing: {report.fuzz_seconds:.0f}s, {report.fuzz_execs} inputs, "
+              f"{sum(c.phase == 'fuzz' for c in report.cases)} signature(s), {report.worker_crashes} worker crash(es)",
+              f"- baseline: {len(report.baseline)} signature(s) from {report.baseline_source}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,82 @@
+"""libFuzzer flags that re-run the target: which ``gdnfuzz run -- FLAGS`` carries out, which it refuses.
+
+libFuzzer's merge, fork and crash-minimization modes re-execute ``argv[0]`` as the target. The harness
+is a Python module, so ``argv[0]`` is not executable and those modes used to fail silently. Now:
+
+- ``-merge=1`` and ``-set_cover_merge=1`` (``OUT IN...`` after them, as libFuzzer takes them) run
+  through ``fuzz.store.corpus_merge``'s executable wrapper: a real merge, its summary printed;
+- ``-fork``, ``-jobs``, ``-workers``, ``-minimize_crash``, ``-cleanse_crash`` and ``-merge_inner`` are
+  refused with a one-line :class:`RerunFlagRefused` (exit 2) naming what does the job in gdnfuzz.
+
+Invariant: no flag of that family ever reaches a fuzzing worker.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fuzz.errors import InputError
+
+MERGE_MODES = ("-merge", "-set_cover_merge")
+REFUSED = {
+    "-fork": "use `gdnfuzz run -j N` (N worker processes, restarted when they die)",
+    "-jobs": "use `gdnfuzz run -j N`",
+    "-workers": "use `gdnfuzz run -j N`",
+    "-minimize_crash": "use `gdnfuzz minimize FILE` (it keeps the signature, not just any crash)",
+    "-cleanse_crash": "use `gdnfuzz minimize FILE`",
+    "-merge_inner": "it is libFuzzer's own; use -merge=1 or `gdnfuzz merge`",
+}
+
+
+class RerunFlagRefused(InputError):
+    """A libFuzzer flag whose mode re-runs the target and that gdnfuzz does another way."""
+
+
+@dataclass(frozen=True)
+class MergeRequest:
+    mode: str  # "-merge=1" or "-set_cover_merge=1"
+    out: Path
+    inputs: list[Path]
+    flags: tuple[str, ...]  # the other libFuzzer flags, passed to the merge
+
+
+def _name_value(flag: str) -> tuple[str, str]:
+    name, _, value = flag.partition("=")
+    return name, value
+
+
+def merge_request(libfuzzer_args: list[str]) -> MergeRequest | None:
+    """The merge these flags ask for (None when they ask for none); a refused flag raises."""
+    mode = None
+    flags: list[str] = []
+    dirs: list[Path] = []
+    for arg in libfuzzer_args:
+        if not arg.startswith("-"):
+            dirs.append(Path(arg))
+            continue
+        name, value = _name_value(arg)
+        if name in REFUSED and value not in ("0", ""):
+            raise RerunFlagRefused(f"libFuzzer flag {arg}: gdnfuzz does not re-run its harness this way; "
+                                   f"{REFUSED[name]}")
+        if name in MERGE_MODES and value not in ("0", ""):
+            mode = f"{name}=1"
+        else:
+            flags.append(arg)
+    if mode is None:
+        return None
+    if len(dirs) < 2:
+        raise RerunFlagRefused(f"libFuzzer flag {mode}: give OUT_DIR and at least one INPUT_DIR after it")
+    for d in dirs:
+        if not d.is_dir():
+            raise InputError(f"{mode}: {d}: no such directory")
+    return MergeRequest(mode, dirs[0], dirs[1:], tuple(flags))
+
+
+def merge_env(candidate: str, reference: str, crashes: str | Path, fail_on: str) -> dict[str, str]:
+    """The harness settings a merge runs under: it executes inputs, so findings land in ``crashes`` (not
+    minimized, never written as regressions)."""
+    return {**os.environ, "GDNFUZZ_CANDIDATE": candidate, "GDNFUZZ_REFERENCE": reference,
+            "GDNFUZZ_CRASHES": str(crashes), "GDNFUZZ_REGRESSIONS": "", "GDNFUZZ_MINIMIZE_SECONDS": "0",
+            "GDNFUZZ_FAIL_ON": str(fail_on), "VLLM_LOGGING_LEVEL": "ERROR", "GDNFUZZ_TARGET": "split"}

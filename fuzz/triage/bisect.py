@@ -1,0 +1,159 @@
+"""Bisect a finding over a vLLM git history: the first revision where it reproduces (the regression
+range) or, with ``fixed``, the first where it stops reproducing (the fixed range).
+
+The history is ``git rev-list --first-parent --reverse OLD..NEW``, where OLD is ``good`` (``bad`` with
+``fixed``) and NEW the other end. Each revision probed is read from git objects into a temporary
+checkout (``fuzz.model.revision``) and run as a candidate in split-only or whole-branch mode
+(``fuzz.triage.candidate``); one try of the bundle there (``fuzz.triage.verify.trial``) says:
+
+- ``reproduces``: it counts the bundle's signature;
+- ``clean``: it counts nothing;
+- ``skipped``: it cannot be loaded against the installed vLLM (no split, a syntax error, a name the
+  installed vLLM lacks, a branch child refusing) or it counts another finding, which says nothing
+  about this one. As ``git bisect skip`` does, the search goes on around it.
+
+Invariants: both ends are probed first and must be what the user says (the old end without the
+finding's change, the new end with it), else an InputError; the search is classic binary search over
+the revisions not yet probed, skipped ones being avoided by taking the untested revision nearest the
+middle; the result names the first changed revision, its subject and the other end (the last
+revision before it), or, when skipped revisions leave it open, every revision it may be.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fuzz.errors import ConfigRejected, InputError
+from fuzz.model.policies import resolve_policy
+from fuzz.model.revision import RevisionError, first_parent_range, resolve, subject
+from fuzz.store.bundle import CrashBundle
+from fuzz.triage.candidate import MODES, at_revision
+from fuzz.triage.verify import trial
+
+Probe = Callable[[int], str]  # index into the history -> "changed" / "unchanged" / "skipped"
+
+
+@dataclass
+class Search:
+    """Where a search over ``n`` revisions ended: ``before`` is the last unchanged index (-1: the old
+    end), ``first`` the first changed one (``n - 1`` at worst); ``skipped`` the indices that said nothing."""
+
+    before: int
+    first: int
+    skipped: list[int] = field(default_factory=list)
+
+    def open_between(self) -> list[int]:
+        """The indices the first change may be at: ``first`` and the skipped ones just before it."""
+        return [i for i in range(self.before + 1, self.first + 1) if i == self.first or i in self.skipped]
+
+
+def search(n: int, probe: Probe) -> Search:
+    """Binary search for the first index in ``range(n)`` whose probe is ``changed``, given that the
+    old end (index -1) is unchanged and index ``n - 1`` changed."""
+    result = Search(-1, n - 1)
+    while True:
+        untested = [i for i in range(result.before + 1, result.first) if i not in result.skipped]
+        if not untested:
+            return result
+        middle = (result.before + result.first) // 2
+        index = min(untested, key=lambda i: (abs(i - middle), i))
+        outcome = probe(index)
+        if outcome == "changed":
+            result.first = index
+        elif outcome == "unchanged":
+            result.before = index
+        else:
+            result.skipped.append(index)
+
+
+@dataclass
+class BisectResult:
+    direction: str  # "regression" or "fixed"
+    mode: str
+    checkout: str
+    first: str  # the first revision with the change (reproducing for a regression, not for fixed)
+    subject: str
+    other_end: str  # the last revision before it, without the change
+    candidates: list[str]  # more than ``first`` when skipped revisions leave the answer open
+    skipped: list[tuple[str, str]]  # (sha, why)
+    loaded: int
+    revisions: int
+    log: list[str] = field(default_factory=list)
+
+    def to_record(self) -> dict[str, Any]:
+        """The bundle field this result goes in (``regression_range`` or ``fixed_in``, ``fuzz.store.bundle``)."""
+        if self.direction == "fixed":
+            return {"candidate": f"{self.checkout} at {self.first[:12]} ({self.subject})", "revision": self.first,
+                    "subject": self.subject, "last_bad": self.other_end}
+        return {"first_bad": self.first, "subject": self.subject, "last_good": self.other_end, "mode": self.mode,
+                "checkout": self.checkout, "skipped": [s for s, _ in self.skipped], "loaded": self.loaded,
+                "revisions": self.revisions, "candidates": self.candidates}
+
+
+def bisect(bundle: CrashBundle, checkout: Path, good: str, bad: str, fixed: bool = False, mode: str = "split",
+           log: Callable[[str], None] = lambda _: None) -> BisectResult:
+    """Bisect ``bundle``'s finding over ``checkout``'s history between ``good`` and ``bad`` (module docstring)."""
+    if mode not in MODES:
+        raise InputError(f"--mode: expected one of {', '.join(MODES)}, got {mode!r}")
+    resolve_policy(bundle.verdict["reference"])  # a bad reference is the bundle's fault, not a revision's
+    good_sha, bad_sha = resolve(checkout, good), resolve(checkout, bad)
+    old, new = (bad_sha, good_sha) if fixed else (good_sha, bad_sha)
+    history = first_parent_range(checkout, old, new)
+    lines: list[str] = []
+    loaded: set[str] = set()
+    skipped: list[tuple[str, str]] = []
+
+    def say(line: str) -> None:
+        lines.append(line)
+        log(line)
+
+    def outcome(sha: str) -> str:
+        """``reproduces`` / ``clean`` / ``skipped: why`` for one revision."""
+        try:
+            with at_revision(checkout, sha, mode) as candidate:
+                try:
+                    got = trial(bundle, candidate.policy, "sim")
+                except ConfigRejected:
+                    raise
+                except InputError as exc:  # the revision's branch refused to start on the installed vLLM
+                    return f"skipped: {candidate.in_words(str(exc))}"
+        except RevisionError as exc:  # the revision's split cannot be loaded here
+            return f"skipped: {exc}"
+        loaded.add(sha)
+        if got.signature == bundle.signature:
+            return "reproduces"
+        return "clean" if not got.hit else f"skipped: it counts another finding, {got.signature}"
+
+    def probe(sha: str) -> str:
+        result = outcome(sha)
+        say(f"{sha[:12]} {subject(checkout, sha)}: {result}")
+        if result.startswith("skipped"):
+            skipped.append((sha, result.removeprefix("skipped: ")))
+            return "skipped"
+        return "changed" if (result == "reproduces") != fixed else "unchanged"
+
+    for sha, flag, expect in ((old, "--bad" if fixed else "--good", "unchanged"),
+                              (new, "--good" if fixed else "--bad", "changed")):
+        got = probe(sha)
+        if got != expect:
+            said = (expect == "changed") != fixed  # whether the user says the finding reproduces there
+            why = "cannot be loaded" if got == "skipped" else \
+                f"the finding {'does not reproduce' if said else 'reproduces'} there"
+            raise InputError(f"{flag} {sha[:12]}: expected a revision where the finding "
+                             f"{'reproduces' if said else 'does not reproduce'}, but {why}")
+    found = search(len(history), lambda i: probe(history[i]))
+    first = history[found.first]
+    other = history[found.before] if found.before >= 0 else old
+    candidates = [history[i] for i in found.open_between()]
+    say(f"loaded {len(loaded)} of {len(history) + 1} revisions"
+        + (f"; skipped {len(skipped)}: {', '.join(s[:12] for s, _ in skipped)}" if skipped else ""))
+    if len(candidates) > 1:
+        say(f"only skipped revisions are left: the first {'fixed' if fixed else 'bad'} revision is one of "
+            + ", ".join(c[:12] for c in candidates))
+    say(f"first {'fixed' if fixed else 'bad'} revision: {first[:12]} {subject(checkout, first)}; "
+        f"last {'bad' if fixed else 'good'}: {other[:12]}")
+    return BisectResult("fixed" if fixed else "regression", mode, str(checkout), first, subject(checkout, first),
+                        other, candidates, skipped, len(loaded), len(history) + 1, lines)

@@ -1,0 +1,175 @@
+"""``gdnfuzz ci``'s pipeline (ClusterFuzzLite's code-change mode): replay the corpus, fuzz for a budget,
+and fail only on signatures the baseline does not know.
+
+Invariants:
+- Everything written goes under the one output directory (``CiPaths``): the fuzzing corpus (a queue
+  the CI caches between runs, plus copies of the committed seeds and regressions), the crash bundles,
+  the reports. The committed corpus is only read; findings never become committed regressions.
+- A signature fails the run only if it is not in the baseline and the reference is right
+  (``both-side-*``, ``reference-side-*``: the base build has the bug, as ClusterFuzzLite's
+  code-change mode skips crashes that reproduce on the base); the others are reported as known.
+- The replay phase judges every corpus file under the candidate and the reference on the sim tier,
+  the same verdict ``gdnfuzz replay`` gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fuzz.errors import ConfigRejected, InputError
+from fuzz.model.policies import Policy
+from fuzz.model.result import FailOn
+from fuzz.model.scenario import load_scenario
+from fuzz.oracle.finding import replay_argv
+from fuzz.oracle.signature import finding_signature
+from fuzz.search.libfuzzer import Progress
+from fuzz.search.supervisor import run_workers
+from fuzz.triage.replay import replay
+
+# fuzz.oracle.signature's prefixes when the reference is wrong too: the candidate did not bring it.
+REFERENCE_WRONG = ("both-side-", "reference-side-")
+
+COMMITTED_DIRS = ("seeds", "regressions")
+
+
+@dataclass(frozen=True)
+class CiPaths:
+    """The layout of ``--out``: nothing else is written."""
+
+    out: Path
+
+    @property
+    def corpus(self) -> Path:
+        return self.out / "corpus"  # corpus/queue is what CI caches between runs
+
+    @property
+    def crashes(self) -> Path:
+        return self.out / "crashes"
+
+    @property
+    def junit(self) -> Path:
+        return self.out / "junit.xml"
+
+    @property
+    def sarif(self) -> Path:
+        return self.out / "gdnfuzz.sarif"
+
+    @property
+    def summary(self) -> Path:
+        return self.out / "summary.md"
+
+
+@dataclass
+class Case:
+    """One corpus file replayed, or one signature found while fuzzing."""
+
+    name: str
+    phase: str  # "replay" or "fuzz"
+    signature: str  # "clean" when nothing counted
+    status: str  # the verdict status
+    summary: str
+    seconds: float
+    reproduce: list[str] = field(default_factory=list)  # the gdnfuzz replay command
+    new: bool = False
+    known: str | None = None  # why a finding does not fail the run (``CiReport.known_because``)
+
+
+@dataclass
+class CiReport:
+    candidate: Policy
+    reference: Policy
+    cases: list[Case]
+    baseline: set[str]
+    baseline_source: str
+    fuzz_seconds: float = 0.0
+    fuzz_execs: int = 0
+    worker_crashes: int = 0
+
+    @property
+    def signatures(self) -> dict[str, list[Case]]:
+        found: dict[str, list[Case]] = {}
+        for case in self.cases:
+            if case.signature != "clean":
+                found.setdefault(case.signature, []).append(case)
+        return found
+
+    def is_known(self, sig: str) -> bool:
+        """In the baseline, or wrong on the reference (the candidate did not bring it)."""
+        return self.known_because(sig) is not None
+
+    def known_because(self, sig: str) -> str | None:
+        if sig in self.baseline:
+            return f"in the baseline, {self.baseline_source}"
+        if sig.startswith(REFERENCE_WRONG):
+            return f"{self.reference.spec} is wrong there too"
+        return None
+
+    @property
+    def new_signatures(self) -> list[str]:
+        return sorted(s for s in self.signatures if not self.is_known(s))
+
+    @property
+    def known_signatures(self) -> list[str]:
+        return sorted(s for s in self.signatures if self.is_known(s))
+
+
+def corpus_files(corpus: Path) -> list[Path]:
+    """The committed scenario files of ``corpus`` (its seeds and regressions), in a stable order."""
+    if not corpus.is_dir():
+        raise InputError(f"{corpus}: no such corpus directory")
+    return sorted(p for d in COMMITTED_DIRS for p in (corpus / d).glob("*.json"))
+
+
+def replay_corpus(files: list[Path], candidate: Policy, reference: Policy, fail_on: FailOn) -> list[Case]:
+    cases = []
+    for path in files:
+        scenario, _ = load_scenario(path)  # a malformed file is an input error naming it
+        start = time.monotonic()
+        try:
+            replayed = replay(scenario, candidate, reference, "sim")
+        except ConfigRejected as exc:
+            raise ConfigRejected(f"{path}: {exc}") from None
+        sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
+        cases.append(Case(str(path), "replay", sig, str(replayed.verdict.status), replayed.verdict.summary,
+                          time.monotonic() - start, replay_argv(str(path), candidate.spec, reference.spec, "sim",
+                                                                fail_on)))
+    return cases
+
+
+def prepare_fuzz_corpus(committed: Path, paths: CiPaths) -> None:
+    """The fuzzing corpus under ``--out``: the cached queue as it is, fresh copies of the committed files."""
+    for name in COMMITTED_DIRS:
+        target = paths.corpus / name
+        shutil.rmtree(target, ignore_errors=True)
+        if (committed / name).is_dir():
+            shutil.copytree(committed / name, target)
+    (paths.corpus / "queue").mkdir(parents=True, exist_ok=True)
+
+
+def fuzz(committed: Path, paths: CiPaths, candidate: Policy, reference: Policy, seconds: int, jobs: int, seed: int,
+         fail_on: FailOn, minimize_seconds: float) -> tuple[list[Case], Progress]:
+    """Coverage-guided fuzzing for ``seconds`` (``fuzz.search.supervisor``); one case per signature found."""
+    prepare_fuzz_corpus(committed, paths)
+    settings = argparse.Namespace(
+        candidate=candidate.spec, reference=reference.spec, corpus=str(paths.corpus), crashes=str(paths.crashes),
+        no_regressions=True, minimize_time=minimize_seconds, target="split", fail_on=fail_on,
+        max_time=seconds, runs=0, seed=seed, jobs=jobs, libfuzzer=[])
+    progress = Progress()
+    run_workers(settings, progress)
+    cases: dict[str, Case] = {}
+    for at, sig, bundle in sorted(progress.findings):
+        scenario = str(Path(bundle) / "scenario.json")
+        cases.setdefault(sig, Case(sig, "fuzz", sig, "diverged", f"found after {at:.0f}s of fuzzing; bundle {bundle}",
+                                   at, replay_argv(scenario, candidate.spec, reference.spec, "sim", fail_on)))
+    return list(cases.values()), progress
+
+
+def mark_new(report: CiReport) -> CiReport:
+    for case in report.cases:
+        case.known = None if case.signature == "clean" else report.known_because(case.signature)
+        case.new = case.signature != "clean" and case.known is None
+    return report

@@ -1,0 +1,171 @@
+"""Check every finding against a new build: still reproduces, fixed, flaky, or unverifiable.
+
+``verify_bundle(bundle, candidate, tries)`` replays the bundle's minimized scenario ``tries`` times
+under ``candidate`` against the bundle's reference, on the bundle's tier (``fuzz.triage.replay``).
+A try *hits* when it counts a finding of the bundle's class (any correctness finding for a
+correctness bundle, any efficiency finding for an efficiency one; the signatures seen are recorded),
+so a finding whose name has changed is never taken for fixed. Then:
+
+- ``reproduces``: every try hit;
+- ``flaky``: some tries hit, not all (the rate is ``hits / tries``); never ``fixed``;
+- ``fixed``: no try hit, every try was decided (no inconclusive or unsupported verdict) and the
+  canary (``fuzz.tiers`` ``canary_run``: a deliberately corrupted slot) is caught in the same
+  configuration, or the tier's states are exact (the sim tier, where a wrong slot cannot look right);
+- ``unverifiable``: no try hit but one of those conditions fails; the reason is recorded.
+
+``verify_store`` does that for many bundles and records each result through ``fuzz.store.bundle``
+under the candidate's key; with a repository it then brings each finding's issue in line
+(``fuzz.report.github.sync_issue``). Invariant: a bundle already verified under that key is not run
+again and its issue is not touched again, so a second run changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fuzz.errors import InputError
+from fuzz.model.policies import Policy, resolve_policy
+from fuzz.model.result import FailOn, VerdictStatus
+from fuzz.oracle.signature import finding_signature
+from fuzz.report.github import sync_issue
+from fuzz.store.bundle import CrashBundle, load_bundle, record_issue_action, record_verification
+from fuzz.tiers import executor_for
+from fuzz.triage.candidate import Candidate
+from fuzz.triage.replay import replay
+
+UNDECIDED = (VerdictStatus.INCONCLUSIVE, VerdictStatus.UNSUPPORTED)
+EXACT_STATES = "not needed: the sim tier's states are exact (a wrong slot cannot look right)"
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One replay of a bundle: the signature of what it counted (``clean`` for nothing) and its verdict."""
+
+    signature: str
+    status: VerdictStatus
+    notes: tuple[str, ...] = ()
+
+    @property
+    def hit(self) -> bool:
+        return self.signature != "clean"
+
+    @property
+    def undecided(self) -> bool:
+        return not self.hit and self.status in UNDECIDED
+
+
+def counted_class(bundle: CrashBundle) -> FailOn:
+    """What a try of this bundle counts: the class of finding the bundle holds."""
+    return FailOn.EFFICIENCY if bundle.verdict.get("class") == "efficiency" else FailOn.CORRECTNESS
+
+
+def trial(bundle: CrashBundle, policy: Policy, tier: str | None = None) -> Trial:
+    """The bundle's minimized scenario once under ``policy`` against its reference, judged."""
+    scenario = bundle.scenario
+    replayed = replay(scenario, policy, resolve_policy(bundle.verdict["reference"]), tier or bundle.verdict["tier"])
+    sig = finding_signature(replayed.verdict, scenario, replayed.candidate, counted_class(bundle))
+    return Trial(sig, replayed.verdict.status, tuple(replayed.verdict.notes))
+
+
+def classify(tries: int, hits: int, undecided: list[str], canary_caught: bool | None) -> tuple[str, str]:
+    """``(status, reason)`` from the counts (module docstring); the reason is empty for a plain result."""
+    if hits == tries:
+        return "reproduces", ""
+    if hits:
+        return "flaky", f"reproduced in {hits} of {tries} tries ({hits / tries:.0%})"
+    if undecided:
+        return "unverifiable", undecided[0]
+    if canary_caught is False:
+        return "unverifiable", "the canary (a deliberately corrupted slot) was not caught in this configuration"
+    return "fixed", ""
+
+
+def verify_bundle(bundle: CrashBundle, candidate: Candidate, tries: int, tier: str | None = None) -> dict[str, Any]:
+    """The verification record of ``bundle`` against ``candidate`` (``fuzz.store.bundle``'s format)."""
+    if tries < 1:
+        raise InputError(f"--tries: expected at least 1, got {tries}")
+    tier = tier or bundle.verdict["tier"]
+    trials = [trial(bundle, candidate.policy, tier) for _ in range(tries)]
+    hits = sum(t.hit for t in trials)
+    undecided = [f"try {i + 1}: {t.status}: {'; '.join(t.notes) or 'no notes'}"
+                 for i, t in enumerate(trials) if t.undecided]
+    caught: bool | None = None
+    canary = None
+    if not hits and not undecided:
+        caught = executor_for(tier).canary_run(bundle.scenario)[1]
+        canary = EXACT_STATES if caught is None else ("caught" if caught else "missed")
+    status, reason = classify(tries, hits, undecided, caught)
+    return {"candidate": candidate.label, "status": status, "tries": tries, "hits": hits, "tier": tier,
+            "canary": canary, "signatures": sorted({t.signature for t in trials if t.hit}),
+            "notes": [reason] if reason else []}
+
+
+@dataclass
+class Outcome:
+    """What ``verify_store`` did for one bundle: its record, whether it was already there, the issue action."""
+
+    bundle: Path
+    signature: str
+    record: dict[str, Any]
+    already: bool
+    issue: dict[str, Any] | None = None
+    issue_now: bool = False  # the issue action was taken by this run (else: recorded by an earlier one)
+
+
+def bundles_in(paths: list[Path], with_issue: bool = False) -> list[Path]:
+    """The bundle directories named, or found one level below a crash store; ``with_issue``: only those
+    with a filed issue (``issue.json``). A path that is neither is an InputError."""
+    found: list[Path] = []
+    for path in paths:
+        if (path / "verdict.json").is_file():
+            found.append(path)
+        elif path.is_dir():
+            found += sorted(p for p in path.iterdir() if (p / "verdict.json").is_file())
+        else:
+            raise InputError(f"{path}: not a crash bundle nor a crash store")
+    return [p for p in found if not with_issue or (p / "issue.json").is_file()]
+
+
+def verify_store(bundles: list[Path], candidate: Candidate, tries: int, tier: str | None = None,
+                 repo: str | None = None, api_url: str | None = None,
+                 log: Callable[[str], None] = lambda _: None) -> list[Outcome]:
+    """Verify each bundle against ``candidate`` once (recorded under its key), then, with ``repo``,
+    close or reopen its issue once (recorded under the same key)."""
+    outcomes = []
+    for path in bundles:
+        bundle = load_bundle(path)
+        record = (bundle.verdict.get("verifications") or {}).get(candidate.key)
+        already = record is not None
+        if record is None:
+            record = verify_bundle(bundle, candidate, tries, tier)
+            fixed_in = None
+            if record["status"] == "fixed":
+                fixed_in = {"candidate": candidate.label, "revision": candidate.revision,
+                            "subject": candidate.subject, "last_bad": None}
+            record_verification(path, candidate.key, record, fixed_in)
+        outcome = Outcome(path, bundle.signature, record, already, record.get("issue"))
+        if repo is not None and outcome.issue is None:
+            outcome.issue, outcome.issue_now = sync_issue(path, repo, record, api_url), True
+            record_issue_action(path, candidate.key, outcome.issue)
+        log(describe(outcome))
+        outcomes.append(outcome)
+    return outcomes
+
+
+def describe(outcome: Outcome) -> str:
+    """One line: signature, status with its counts, the reason, the issue action."""
+    r = outcome.record
+    line = f"{outcome.signature}: {r['status']} ({r['hits']}/{r['tries']} tries"
+    line += f", rate {r['hits'] / r['tries']:.2f})" if r["status"] == "flaky" else ")"
+    if r["notes"]:
+        line += f": {r['notes'][0]}"
+    if outcome.already:
+        line += " [already verified against this candidate]"
+    if outcome.issue is not None:
+        issue = outcome.issue
+        line += f"; issue {issue['repo']}#{issue['number']}: {issue['action']}"
+        line += "" if outcome.issue_now else " earlier (nothing sent)"
+    return line

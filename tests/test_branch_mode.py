@@ -1,0 +1,62 @@
+"""Whole-branch mode: a checkout's scheduling code in a candidate process, against the installed vLLM."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from checkout_fixtures import MAMBA_HIT_OFF_BY_ONE, MAMBA_MANAGER, SCHEDULER, edit, make_checkout
+
+from fuzz.errors import InputError
+from fuzz.model.checkout import changed_files
+from fuzz.model.policies import resolve_policy
+from fuzz.model.result import VerdictStatus
+from fuzz.model.scenario import load_scenario
+from fuzz.tiers import executor_for
+from fuzz.triage.replay import replay
+
+ROOT = Path(__file__).resolve().parent.parent
+# The planted MambaManager bug needs a partial hash hit to show; this regression has one.
+PARTIAL = ROOT / "corpus" / "regressions" / "pr51113-resume-at-3011-partial.json"
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory) -> Path:
+    root = make_checkout(tmp_path_factory.mktemp("planted"))
+    edit(root, MAMBA_MANAGER, *MAMBA_HIT_OFF_BY_ONE)
+    return root
+
+
+def test_branch_mode_finds_a_mamba_manager_bug_that_split_mode_cannot_see(planted):
+    scenario, _ = load_scenario(PARTIAL)
+    reference = resolve_policy("vllm")
+    split_only = replay(scenario, resolve_policy(str(planted)), reference, "sim")
+    assert split_only.verdict.status == VerdictStatus.CLEAN  # the split is the installed one: nothing to see
+    branch = replay(scenario, resolve_policy(f"branch:{planted}"), reference, "sim")
+    assert branch.verdict.status == VerdictStatus.DIVERGED
+    assert branch.verdict.first.side == "candidate"
+    assert [c.path for c in changed_files(planted)] == [MAMBA_MANAGER]
+    assert not list(planted.rglob("__pycache__"))  # nothing written into the checkout
+
+
+def test_an_unchanged_checkout_in_branch_mode_is_a_null_run(tmp_path):
+    root = make_checkout(tmp_path / "same")
+    scenario, _ = load_scenario(PARTIAL)
+    replayed = replay(scenario, resolve_policy(f"branch:{root}"), resolve_policy("vllm"), "sim")
+    assert replayed.verdict.status == VerdictStatus.CLEAN
+    assert replayed.candidate.requests == replayed.reference.requests
+
+
+def test_a_branch_needing_what_the_installed_vllm_lacks_is_one_line_exit_2(tmp_path):
+    root = make_checkout(tmp_path / "newer")
+    edit(root, SCHEDULER, "from vllm.v1.request import Request, RequestStatus, StreamingUpdate\n",
+         "from vllm.v1.request import Request, RequestStatus, StreamingUpdate\n"
+         "from vllm.utils import helper_only_on_main\n")
+    scenario, _ = load_scenario(PARTIAL)
+    with pytest.raises(InputError) as raised:
+        replay(scenario, resolve_policy(f"branch:{root}"), resolve_policy("vllm"), "sim")
+    message = str(raised.value)
+    assert len(message.splitlines()) == 1 and "helper_only_on_main" in message
+    assert "needs what the installed vLLM 0.32.0 lacks: cannot import name" in message
+    assert raised.value.exit_code == 2
+    executor_for("sim").close()

@@ -1,0 +1,106 @@
+"""gdnfuzz ci on checkouts made from the installed vLLM: exit codes, baselines, JUnit/SARIF against their schemas.
+
+Replay-only (``--fuzz-time 0``) on two corpus files, so each call is a few seconds; the fuzzing phase is
+``gdnfuzz run``'s supervisor, exercised by its own tests and measured in the issue's closing note.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+import xmlschema
+from checkout_fixtures import SCHEDULER, make_checkout, replace_split
+from test_issue_filing import TOKEN, server  # noqa: F401  (the loopback GitHub fixture)
+
+from fuzz.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMAS = Path(__file__).parent / "data" / "schemas"
+FILES = ("pr51113-concurrent-prefills.json", "pr51113-resume-at-331-nopartial.json")
+SIG = "poison-unaligned-end-past-lcp-eagle-family"
+
+
+@pytest.fixture(scope="module")
+def checkouts(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("checkouts")
+    pre, current = make_checkout(base / "pre51113"), make_checkout(base / "current")
+    replace_split(pre)
+    return {"pre": pre, "current": current}
+
+
+@pytest.fixture
+def corpus(tmp_path) -> Path:
+    (tmp_path / "corpus" / "regressions").mkdir(parents=True)
+    for name in FILES:
+        shutil.copyfile(ROOT / "corpus" / "regressions" / name, tmp_path / "corpus" / "regressions" / name)
+    return tmp_path / "corpus"
+
+
+def _ci(corpus: Path, candidate: Path | str, out: Path, *extra: str) -> int:
+    return main(["ci", "--candidate", str(candidate), "--corpus", str(corpus), "--fuzz-time", "0", "--out", str(out),
+                 *extra])
+
+
+def test_pre_51113_checkout_fails_with_one_new_signature_then_passes_with_it_in_the_baseline(
+        tmp_path, corpus, checkouts, capsys):
+    out = tmp_path / "out"
+    assert _ci(corpus, checkouts["pre"], out) == 1
+    sarif = json.loads((out / "gdnfuzz.sarif").read_text())
+    jsonschema.validate(sarif, json.loads((SCHEMAS / "sarif-schema-2.1.0.json").read_text()))
+    xmlschema.XMLSchema(SCHEMAS / "JUnit.xsd").validate(out / "junit.xml")
+    [result] = sarif["runs"][0]["results"]
+    assert result["ruleId"] == SIG and result["baselineState"] == "new"
+    location = result["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == SCHEDULER  # relative to the checkout
+    assert "def _mamba_block_aligned_split" in (checkouts["pre"] / SCHEDULER).read_text().splitlines()[
+        location["region"]["startLine"] - 1]
+    failures = ET.parse(out / "junit.xml").getroot().findall(".//failure")
+    assert len(failures) == 1 and "gdnfuzz replay" in failures[0].text
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("**gdnfuzz: FAILED**: 1 new signature") and SIG in summary
+
+    baseline = tmp_path / "known.txt"
+    baseline.write_text(f"# tracked upstream\n{SIG}\n")
+    assert _ci(corpus, checkouts["pre"], tmp_path / "out2", "--baseline", str(baseline)) == 0
+    xmlschema.XMLSchema(SCHEMAS / "JUnit.xsd").validate(tmp_path / "out2" / "junit.xml")
+    [known] = json.loads((tmp_path / "out2" / "gdnfuzz.sarif").read_text())["runs"][0]["results"]
+    assert known["baselineState"] == "unchanged" and known["level"] == "note"
+
+
+def test_current_split_checkout_passes_and_writes_only_under_out(tmp_path, corpus, checkouts):
+    before = sorted(p.relative_to(corpus) for p in corpus.rglob("*"))
+    assert _ci(corpus, checkouts["current"], tmp_path / "out") == 0
+    assert sorted(p.relative_to(corpus) for p in corpus.rglob("*")) == before
+    assert (tmp_path / "out" / "summary.md").read_text().startswith("**gdnfuzz: passed**")
+    assert json.loads((tmp_path / "out" / "gdnfuzz.sarif").read_text())["runs"][0]["results"] == []
+
+
+def test_open_issues_are_the_baseline(tmp_path, corpus, checkouts, server, monkeypatch):  # noqa: F811
+    server.issues.append({"number": 1, "state": "open", "title": f"gdnfuzz {SIG}: a poisoned slot", "body": "",
+                          "labels": ["gdnfuzz"]})
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("GITHUB_API_URL", server.base)
+    assert _ci(corpus, checkouts["pre"], tmp_path / "out", "--baseline-issues", server.repo) == 0
+    assert any(path.endswith("/issues") for _, path, _ in server.requests)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--baseline", "missing.txt"), "missing.txt: baseline: cannot be read"),
+    (("--candidate-mode", "branch", "--candidate", "pre-51113"), "is not a vLLM checkout directory"),
+])
+def test_bad_input_is_exit_2_naming_it(tmp_path, corpus, checkouts, capsys, extra, message):
+    assert _ci(corpus, checkouts["pre"], tmp_path / "out", *extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+
+
+def test_malformed_baseline_line_names_file_and_line(tmp_path, corpus, checkouts, capsys):
+    bad = tmp_path / "known.txt"
+    bad.write_text("poison-x\nnot a signature\n")
+    assert _ci(corpus, checkouts["pre"], tmp_path / "out", "--baseline", str(bad)) == 2
+    assert f"{bad}: line 2:" in capsys.readouterr().err

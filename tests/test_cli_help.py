@@ -1,0 +1,35 @@
+"""Every flag and positional of every subcommand says what it is for (``gdnfuzz X --help``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from fuzz.cli import SUBCOMMANDS, build_parser, main
+
+
+def _walk(parser: argparse.ArgumentParser, path: str):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                yield from _walk(child, f"{path} {name}")
+        else:
+            yield path, action
+
+
+def test_every_action_of_every_subcommand_has_help():
+    missing = [f"{path}: {'/'.join(a.option_strings) or a.dest}" for path, a in _walk(build_parser(), "gdnfuzz")
+               if not (a.help and a.help.strip()) and a.help is not argparse.SUPPRESS]
+    assert missing == []
+
+
+def test_every_subcommand_is_reachable():
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert len(sub.choices) == len(SUBCOMMANDS)
+
+
+def test_version(capsys):
+    try:
+        main(["--version"])
+    except SystemExit as exc:
+        assert exc.code == 0
+    assert capsys.readouterr().out.startswith("gdnfuzz ")

@@ -1,0 +1,36 @@
+"""libFuzzer flags that re-run the target: merges work through the wrapper, the rest are refused (exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fuzz.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("flag", ["-fork=2", "-jobs=4", "-workers=2", "-minimize_crash=1"])
+def test_flags_that_rerun_the_target_are_refused(tmp_path, capsys, flag):
+    assert main(["run", "--corpus", str(tmp_path), "--crashes", str(tmp_path / "c"), "--", flag]) == 2
+    err = capsys.readouterr().err.strip()
+    assert flag in err and "gdnfuzz" in err and len(err.splitlines()) == 1
+
+
+def test_merge_needs_its_directories(tmp_path, capsys):
+    assert main(["run", "--", "-merge=1", str(tmp_path / "missing"), str(tmp_path)]) == 2
+    assert "no such directory" in capsys.readouterr().err
+
+
+def test_run_merge_1_merges(tmp_path, capsys):
+    out, queue = tmp_path / "out", tmp_path / "in"
+    out.mkdir()
+    queue.mkdir()
+    for path in sorted((ROOT / "corpus" / "regressions").glob("pr51113-resume-at-3*.json")):
+        (queue / path.name).write_bytes(path.read_bytes())
+    code = main(["run", "--candidate", "vllm", "--crashes", str(tmp_path / "crashes"), "--",
+                 "-merge=1", str(out), str(queue)])
+    assert code == 0
+    assert "gdnfuzz merge (-merge=1):" in capsys.readouterr().out
+    assert len(list(out.iterdir())) >= 1

@@ -1,0 +1,85 @@
+"""The run loop around the harness: the deadline, the reducer, and what a user sees (no timing asserted).
+
+`tests/test_harness.py` runs a whole `gdnfuzz run`; these check the pieces it relies on.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import seed_case
+
+from fuzz.model.policies import resolve_policy
+from fuzz.model.result import FailOn
+from fuzz.model.scenario import load_scenario
+from fuzz.oracle.finding import Finding
+from fuzz.oracle.signature import finding_signature
+from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, SAVED_LINE, Progress
+from fuzz.search.reducer import reduce_one
+from fuzz.search.supervisor import stop_at_deadline, sync_signature_counts
+from fuzz.store.bundle import count_occurrence, load_bundle, save_finding
+from fuzz.triage.replay import replay
+
+
+def _sleeper(ignore_term: bool) -> subprocess.Popen[str]:
+    code = "import signal, time\n" + ("signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if ignore_term else "")
+    return subprocess.Popen([sys.executable, "-c", code + "print('up', flush=True)\ntime.sleep(600)"],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_the_deadline_stops_workers_even_one_that_ignores_sigterm():
+    polite, stubborn = _sleeper(False), _sleeper(True)
+    for proc in (polite, stubborn):
+        assert proc.stdout.readline().strip() == "up"  # its signal disposition is set
+    stop_at_deadline([polite, stubborn], grace=0.5)
+    assert polite.poll() is not None and stubborn.poll() is not None
+
+
+def test_one_announcement_per_signature_and_repeats_in_the_status_line():
+    progress = Progress()
+    for _ in range(3):
+        progress.feed(0, f"{DETECTED_LINE} sig-a")
+        progress.feed(0, f"{FINDING_LINE} sig-a /raw/worker-0/sig-a")
+    progress.feed(1, f"{FINDING_LINE} sig-b /raw/worker-1/sig-b")
+    first = progress.take_announcements()
+    assert [line.split()[2] for line in first] == ["sig-a", "sig-b"]
+    progress.feed(0, f"{FINDING_LINE} sig-a /raw/worker-0/sig-a")
+    progress.feed(-1, f"{SAVED_LINE} sig-a /crashes/sig-a")
+    assert progress.take_announcements() == []
+    assert "signatures 2 (repeats 3)" in progress.line()
+    assert progress.first_raw_bundles() == [("sig-a", "/raw/worker-0/sig-a"), ("sig-b", "/raw/worker-1/sig-b")]
+
+
+def _stored_finding(store):
+    """The seed case's finding (pre-51113 against vllm), unminimized, stored under ``store``."""
+    scenario, _ = load_scenario(seed_case())
+    candidate, reference = resolve_policy("pre-51113"), resolve_policy("vllm")
+    found = replay(scenario, candidate, reference)
+    sig = finding_signature(found.verdict, scenario, found.candidate, FailOn.CORRECTNESS)
+    finding = Finding(sig, scenario, scenario, found.verdict, candidate.spec, reference.spec, found.candidate,
+                      reference_run=found.reference)
+    return sig, save_finding(finding, store, None)
+
+
+def test_the_reducer_past_its_deadline_stores_the_finding_as_found(tmp_path, monkeypatch):
+    monkeypatch.setenv("GDNFUZZ_CANDIDATE", "pre-51113")
+    monkeypatch.setenv("GDNFUZZ_REFERENCE", "vllm")
+    sig, raw = _stored_finding(tmp_path / "crashes" / "raw" / "worker-0")
+    bundle = reduce_one(sig, raw, tmp_path / "crashes", tmp_path / "regressions", seconds=0.0)
+    stored = load_bundle(bundle)
+    assert stored.scenario == stored.original  # no time to minimize: nothing is lost, nothing is changed
+    assert (tmp_path / "regressions" / f"{sig}.json").exists()
+
+
+def test_hits_count_discoveries_and_replays_count_committed_inputs(tmp_path):
+    crashes = tmp_path / "crashes"
+    sig, raw0 = _stored_finding(crashes / "raw" / "worker-0")
+    _, raw1 = _stored_finding(crashes / "raw" / "worker-1")
+    count_occurrence(raw0)  # worker 0: a second discovery
+    count_occurrence(raw1, replay=True)  # worker 1: a committed regression run again
+    assert (load_bundle(raw0).verdict["hits"], load_bundle(raw0).verdict["replays"]) == (2, 0)
+    _stored_finding(crashes)  # the signature's own bundle, crashes/<sig>/
+    sync_signature_counts(crashes, {sig})
+    verdict = load_bundle(crashes / sig).verdict
+    assert (verdict["hits"], verdict["replays"]) == (3, 1)

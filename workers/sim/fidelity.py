@@ -1,0 +1,132 @@
+"""The sim tier's fidelity guard: the vLLM functions the runner mirror copies, fingerprinted.
+
+``workers.sim.runner_mirror`` re-implements a few functions of vLLM's model runner. Its verdicts are
+only as good as that copy, so every function it names (:data:`MIRRORED`) is fingerprinted: the
+SHA-256 of its exact source text, read from the installed vLLM file with ``ast`` (the same text
+``inspect.getsource`` returns, without importing the GPU model runner). The fingerprints the mirror
+was checked against are committed in ``mirror_fingerprints.json`` beside this file, with the vLLM
+version they were taken from.
+
+Invariant: a sim run never starts silently on a vLLM whose mirrored code differs from what was
+checked. :func:`check_mirror_fidelity` names each function whose source changed (or vanished) and
+warns, or raises :class:`FidelityError` (exit 2) when strict (``GDNFUZZ_STRICT_FIDELITY=1``, which
+``gdnfuzz ci`` and ``gdnfuzz fidelity --strict`` set). A new vLLM release whose mirrored functions are
+unchanged passes without a word; re-record with ``gdnfuzz fidelity --record`` only after re-checking
+the mirror against the changed functions.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.util
+import json
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from fuzz.errors import InputError
+from fuzz.store.atomic import atomic_write
+
+FINGERPRINTS = Path(__file__).with_name("mirror_fingerprints.json")
+STRICT_ENV = "GDNFUZZ_STRICT_FIDELITY"
+# (module, qualified name): each one named in runner_mirror's docstring, mirrored or called there.
+MIRRORED: tuple[tuple[str, str], ...] = (
+    ("vllm.v1.worker.mamba_utils", "preprocess_mamba"),
+    ("vllm.v1.worker.mamba_utils", "cleanup_mamba_state_idx"),
+    ("vllm.v1.worker.mamba_utils", "postprocess_mamba_fused_kernel"),
+    ("vllm.model_executor.layers.mamba.mamba_utils", "get_temporal_copy_spec"),
+    ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner._update_states"),
+    ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner._update_states_after_model_execute"),
+    ("vllm.model_executor.layers.mamba.checkpoint", "MambaPrefillCheckpointBuilder.build"),
+    ("vllm.model_executor.layers.mamba.checkpoint", "compute_mamba_prefill_checkpoints"),
+    ("vllm.model_executor.layers.mamba.ops.ssd_checkpoint", "store_prefill_checkpoint"),
+)
+
+
+class FidelityError(InputError):
+    """Strict mode: the installed vLLM's mirrored code is not the code the mirror was checked against."""
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    function: str  # module:qualname
+    reason: str  # "changed" or why it could not be read
+
+    def __str__(self) -> str:
+        return f"{self.function} {self.reason}"
+
+
+def source_of(module: str, qualname: str) -> str:
+    """The exact source text of ``module``'s ``qualname`` (``Class.method`` or ``function``), unimported."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise LookupError("module not found")
+    text = Path(spec.origin).read_text()
+    body: list[ast.stmt] = ast.parse(text).body
+    node: ast.AST | None = None
+    for part in qualname.split("."):
+        node = next((n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                     and n.name == part), None)
+        if node is None:
+            raise LookupError(f"no {part} in {spec.origin}")
+        body = node.body  # type: ignore[attr-defined]
+    segment = ast.get_source_segment(text, node, padded=True)
+    assert segment is not None
+    return segment
+
+
+def fingerprint(module: str, qualname: str) -> str:
+    return hashlib.sha256(source_of(module, qualname).encode()).hexdigest()
+
+
+def current_fingerprints() -> dict[str, str]:
+    return {f"{m}:{q}": fingerprint(m, q) for m, q in MIRRORED}
+
+
+def recorded() -> dict[str, object]:
+    return json.loads(FINGERPRINTS.read_text())
+
+
+def mismatches() -> list[Mismatch]:
+    """Each mirrored function whose installed source differs from the recorded fingerprint."""
+    checked: dict[str, str] = recorded()["functions"]  # type: ignore[assignment]
+    found: list[Mismatch] = []
+    for module, qualname in MIRRORED:
+        name = f"{module}:{qualname}"
+        try:
+            now = fingerprint(module, qualname)
+        except (LookupError, OSError, SyntaxError, ImportError) as exc:
+            found.append(Mismatch(name, f"cannot be read ({exc})"))
+            continue
+        if checked.get(name) != now:
+            found.append(Mismatch(name, "changed" if name in checked else "was never checked"))
+    return found
+
+
+def record() -> Path:
+    """Write the installed vLLM's fingerprints as the checked ones (after re-checking the mirror)."""
+    import vllm
+
+    data = {"vllm": vllm.__version__, "functions": current_fingerprints()}
+    atomic_write(FINGERPRINTS, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return FINGERPRINTS
+
+
+def strict_from_env() -> bool:
+    return os.environ.get(STRICT_ENV, "") not in ("", "0")
+
+
+def check_mirror_fidelity(strict: bool | None = None) -> list[Mismatch]:
+    """Warn (or, strict, raise FidelityError) naming each mirrored vLLM function that changed."""
+    found = mismatches()
+    if not found:
+        return found
+    version = recorded().get("vllm")
+    message = (f"the sim tier's runner mirror (workers/sim/runner_mirror.py) was checked against vLLM {version}; "
+               f"in the installed vLLM these differ: {'; '.join(map(str, found))}")
+    if strict_from_env() if strict is None else strict:
+        raise FidelityError(message)
+    warnings.warn(message + ": re-check the mirror before trusting sim verdicts", stacklevel=2)
+    return found
