@@ -52,7 +52,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     root = Path(corpus)
     candidates = config.getoption("gdnfuzz_candidate") or ["vllm"]
-    collector = CorpusCollector.from_parent(session, name=f"gdnfuzz:{root}", path=root.resolve())
+    # nodeid set here: a corpus outside the project's rootdir would otherwise get a "../.." prefix
+    collector = CorpusCollector.from_parent(session, name=f"gdnfuzz:{root}", path=root.resolve(), nodeid=MARKER)
     for path in sorted(root.rglob("*.json")):
         for candidate in candidates:
             items.append(ScenarioItem.from_parent(collector, name=f"gdnfuzz[{candidate}:{path.relative_to(root)}]",

@@ -3,44 +3,28 @@
 ``make_checkout(root)`` copies exactly what whole-branch mode brings (``fuzz.model.checkout``) from the
 installed vLLM; ``edit`` then changes one file's text (an exact, unique substring replaced), so a test
 plants one bug and nothing else. ``PRE_51113_SPLIT`` is the scheduler split before vLLM PR #51113,
-written as a method of the checkout's ``Scheduler`` (the logic of ``fuzz.model.policies._pre_51113_split``).
+written as a method of the checkout's ``Scheduler`` (``fuzz.model.policies._pre_51113_split`` itself).
 """
 
 from __future__ import annotations
 
 import ast
+import inspect
 import shutil
+import textwrap
 from pathlib import Path
 
 from fuzz.model.checkout import OVERLAID_FILES, OVERLAID_PACKAGES, installed_vllm_root
+from fuzz.model.policies import _pre_51113_split
 
 SCHEDULER = "vllm/v1/core/sched/scheduler.py"
 MAMBA_MANAGER = "vllm/v1/core/single_type_kv_cache_manager.py"
 
-PRE_51113_SPLIT = '''    def _mamba_block_aligned_split(
-        self,
-        request: Request,
-        num_new_tokens: int,
-        num_new_local_computed_tokens: int = 0,
-        num_external_computed_tokens: int = 0,
-    ) -> int:
-        start = request.num_computed_tokens + num_new_local_computed_tokens + num_external_computed_tokens
-        if start >= max(request.num_prompt_tokens, request.num_tokens - 1):
-            return num_new_tokens
-        block = self.cache_config.block_size
-        last_cache_position = get_mamba_prefill_checkpoint_position(
-            request.num_tokens, block, self.use_eagle_block_drop
-        )
-        end = start + num_new_tokens
-        if end < last_cache_position and end // block * block > start:
-            end = end // block * block
-        next_boundary = (start // block + 1) * block
-        if start % block and next_boundary <= last_cache_position and next_boundary < end:
-            end = next_boundary
-        if start < last_cache_position < end:
-            end = last_cache_position
-        return end - start
-'''
+# The same function the ``pre-51113`` policy runs, renamed and indented as a Scheduler method (the
+# checkout's scheduler module imports ``Any``; the function's own import of the checkpoint helper
+# resolves to that module).
+PRE_51113_SPLIT = textwrap.indent(
+    inspect.getsource(_pre_51113_split).replace("def _pre_51113_split(", "def _mamba_block_aligned_split(", 1), "    ")
 
 # A MambaManager bug outside the split: a partial (hash-unit) cache hit claims one hash unit more
 # than the cached slot holds, so the request resumes from a state short of its hit.

@@ -69,10 +69,11 @@ def conditions(scenario: Scenario, head: str = "", crossing: dict | None = None)
     Partial hash hits and a KV connector's tokens decide where a request resumes, not what a chunk
     leaves in a slot, so as configuration they name resume-side bugs but not ``poison-*`` ones: one
     missed stop poisons the same way with or without them, and is one bug (one crash directory)
-    either way. A ``poison-*`` head is named by the chunk that ran past the claimed boundary instead
-    (``crossing``: the poisoned-slot finding's details, see ``fuzz.oracle.judge``): ``kv-connector``
-    when its request resumed from connector tokens, and ``internal-checkpoint`` when it exported an
-    internal prefill checkpoint in place of that stop.
+    either way: a stop missed after a connector's load and one missed after a cache hit are told
+    apart by their class (``below-lcp`` / ``past-lcp``), not by a tag. A ``poison-*`` head is tagged
+    ``internal-checkpoint`` when the chunk that ran past the claimed boundary (``crossing``: the
+    poisoned-slot finding's details, see ``fuzz.oracle.judge``) exported an internal prefill
+    checkpoint in place of that stop.
     """
     e = scenario.engine
     tags = ["eagle-family" if e.spec_decode != "off" else "no-spec"]
@@ -80,8 +81,6 @@ def conditions(scenario: Scenario, head: str = "", crossing: dict | None = None)
         crossing = crossing or {}
         if crossing.get("crossing_checkpoint") is not None:
             tags.append("internal-checkpoint")  # the stop it replaced is the bug, wherever the chunk resumed
-        elif crossing.get("crossing_request") in connector_served(scenario):
-            tags.append("kv-connector")
         return tags
     if e.partial_hash_hits:
         tags.append("partial-hits")
@@ -98,27 +97,34 @@ def connector_served(scenario: Scenario) -> set[str]:
     return {r.id for r in scenario.requests if min(r.external_tokens, lengths[r.id] - 1) >= block}
 
 
+def _name(finding: Divergence, scenario: Scenario, run: RunResult) -> str:
+    """What one finding is, without its side: kind and class, then the conditions."""
+    if finding.kind == "poisoned-slot":
+        head = f"poison-{_poison_class(finding, scenario, run)}"
+        if finding.details.get("crossing_checkpoint") is not None and head.startswith("poison-unaligned-end"):
+            head = "poison-unaligned-end"  # vLLM's last_cache_position says nothing of a checkpoint's stop
+    elif finding.kind in ("exception", "engine-crash"):
+        detail = str(finding.details.get("detail", ""))
+        head = f"{finding.kind}-{_slug(detail.split(':', 1)[0])[:40] or 'unknown'}"
+    elif finding.kind == "contract":
+        head = "contract-out-of-range"
+    else:
+        head = finding.kind
+    return "-".join([head, *conditions(scenario, head, finding.details)])
+
+
 def signature(verdict: Verdict, scenario: Scenario, candidate_run: RunResult) -> str:
+    """The first finding's name, prefixed ``both-side-`` when the reference has the same one (the same
+    name: a different bug on each side is the candidate's), ``reference-side-`` when only the reference
+    is wrong. ``candidate_run`` gives the prompt lengths a poison class is read against (every run of
+    one scenario has the same)."""
     first = verdict.first
     if first is None:
         return "clean"
-    if first.kind == "poisoned-slot":
-        head = f"poison-{_poison_class(first, scenario, candidate_run)}"
-        if first.details.get("crossing_checkpoint") is not None and head.startswith("poison-unaligned-end"):
-            head = "poison-unaligned-end"  # vLLM's last_cache_position says nothing of a checkpoint's stop
-    elif first.kind in ("exception", "engine-crash"):
-        detail = str(first.details.get("detail", ""))
-        head = f"{first.kind}-{_slug(detail.split(':', 1)[0])[:40] or 'unknown'}"
-    elif first.kind == "contract":
-        head = "contract-out-of-range"
-    else:
-        head = first.kind
-    parts = [head, *conditions(scenario, head, first.details)]
-    sides = {f.side for f in verdict.findings if f.kind == first.kind}
+    name = _name(first, scenario, candidate_run)
+    sides = {f.side for f in verdict.findings if f.kind == first.kind and _name(f, scenario, candidate_run) == name}
     side = "both" if "both" in sides or {"candidate", "reference"} <= sides else first.side
-    if side not in ("candidate", "unknown"):
-        parts.insert(0, f"{side}-side")
-    return _slug("-".join(parts))[:128]
+    return _slug(name if side in ("candidate", "unknown") else f"{side}-side-{name}")[:128]
 
 
 def artifact_signature(kind: str, error: str, scenario: Scenario) -> str:

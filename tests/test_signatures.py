@@ -1,0 +1,52 @@
+"""Signatures name the bug, not the configuration it was found in (one bug, one crash directory).
+
+Inputs under tests/data/signatures/ as the fuzzer found them (not minimized: minimizing drops exactly
+the configuration these check), and the corpus entries of each new branch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fuzz.model.policies import resolve_policy
+from fuzz.model.result import FailOn
+from fuzz.model.scenario import load_scenario
+from fuzz.oracle.signature import finding_signature
+from fuzz.triage.replay import replay
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data" / "signatures"
+REGRESSIONS = ROOT / "corpus" / "regressions"
+SEED_BUG = "poison-unaligned-end-past-lcp-eagle-family"
+IGNORE_EXTERNAL = "bench/mutants/ignore_external_start.py:split"
+
+
+def _signature(path: Path, candidate: str, reference: str = "vllm") -> str:
+    scenario, _ = load_scenario(path)
+    replayed = replay(scenario, resolve_policy(candidate), resolve_policy(reference))
+    return finding_signature(replayed.verdict, scenario, replayed.candidate, FailOn.CORRECTNESS)
+
+
+@pytest.mark.parametrize("path", [DATA / "seed-bug-on-a-connector-request.json",
+                                  DATA / "different-bug-on-each-side.json",
+                                  REGRESSIONS / "pr51113-concurrent-prefills.json"], ids=lambda p: p.stem)
+def test_the_seed_bug_has_one_name_wherever_it_is_found(path):
+    """A connector on the request, or a different bug of the reference's own in the same input, does
+    not rename the candidate's missed #51113 stop."""
+    assert _signature(path, "pre-51113") == SEED_BUG
+
+
+def test_both_side_means_the_same_bug_on_both_sides():
+    mixed = DATA / "different-bug-on-each-side.json"
+    assert _signature(mixed, "vllm") == "both-side-poison-unaligned-end-eagle-family-internal-checkpoint"
+    assert _signature(REGRESSIONS / "internal-checkpoint-midblock-resume.json", "pre-51113") == (
+        "reference-side-poison-unaligned-end-no-spec-internal-checkpoint")
+
+
+def test_a_stop_missed_after_a_connector_load_is_told_apart_by_its_class():
+    """The split that ignores external tokens misses a stop even the old gate kept (below-lcp); the
+    seed bug on a connector-served request stays past-lcp (above)."""
+    for path in sorted(REGRESSIONS.glob("connector-external-*.json")):
+        assert _signature(path, IGNORE_EXTERNAL) == "poison-unaligned-end-below-lcp-no-spec", path
