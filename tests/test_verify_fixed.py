@@ -49,7 +49,7 @@ def test_an_open_issue_whose_finding_no_longer_reproduces_is_commented_on_and_cl
     issue_path = "/repos/octo/vllm/issues/1"
     assert server.writes()[filed:] == [("POST", f"{issue_path}/comments"), ("PATCH", issue_path)]  # one close
     comment = server.comments[-1]["body"]
-    assert f"Checked: the installed vLLM {VLLM}; 0 of 3 tries reproduced; canary: not needed" in comment
+    assert f"Checked: the installed vLLM {VLLM}; 0 of 3 tries reproduced; canary: caught: the naive split diverges" in comment
     assert f"| Fixed in | the installed vLLM {VLLM} |" in comment
     verdict = load_bundle(bundle).verdict
     record = verdict["verifications"][f"vllm {VLLM}"]
@@ -126,3 +126,18 @@ def test_fixed_needs_every_try_decided_and_the_canary_caught():
     assert status == "unverifiable" and "canary" in why
     assert classify(3, 0, ["try 2: inconclusive: the engine crashed"], True) == (
         "unverifiable", "try 2: inconclusive: the engine crashed")
+
+
+def test_a_scenario_that_would_not_show_a_wrong_slot_is_never_fixed(tmp_path, capsys):
+    """No cached slot is ever read (one request, a prompt shorter than B): the naive split does not
+    diverge there either, so "does not reproduce" proves nothing: unverifiable, not fixed."""
+    policy = tmp_path / "over.py"
+    policy.write_text("def split(self, request, num_new_tokens, a=0, b=0):\n    return num_new_tokens + 1\n")
+    short = tmp_path / "short.json"
+    short.write_text(json.dumps({"gdnfuzz_scenario": 1, "engine": {"mamba_block_size": 1600},
+                                 "requests": [{"id": "a", "prompt": [100], "max_tokens": 2}]}))
+    bundle = real_bundle(tmp_path / "crashes", candidate=f"{policy}:split", scenario_file=short)
+    assert main(["verify-fixed", str(bundle), "--tries", "1"]) == 0
+    record = json.loads((bundle / "verdict.json").read_text())["verifications"][f"vllm {VLLM}"]
+    assert record["status"] == "unverifiable" and record["canary"].startswith("missed")
+    assert "0 fixed, 0 flaky, 1 unverifiable" in capsys.readouterr().out

@@ -9,8 +9,8 @@ so a finding whose name has changed is never taken for fixed. Then:
 - ``reproduces``: every try hit;
 - ``flaky``: some tries hit, not all (the rate is ``hits / tries``); never ``fixed``;
 - ``fixed``: no try hit, every try was decided (no inconclusive or unsupported verdict) and the
-  canary (``fuzz.tiers`` ``canary_run``: a deliberately corrupted slot) is caught in the same
-  configuration, or the tier's states are exact (the sim tier, where a wrong slot cannot look right);
+  canary is caught in the same configuration (:func:`canary_check`: the engine's and kernels'
+  corrupted slot; on the sim tier the ``naive`` split diverging on the same scenario);
 - ``unverifiable``: no try hit but one of those conditions fails; the reason is recorded.
 
 ``verify_store`` does that for many bundles and records each result through ``fuzz.store.bundle``
@@ -37,7 +37,7 @@ from fuzz.triage.candidate import Candidate
 from fuzz.triage.replay import replay
 
 UNDECIDED = (VerdictStatus.INCONCLUSIVE, VerdictStatus.UNSUPPORTED)
-EXACT_STATES = "not needed: the sim tier's states are exact (a wrong slot cannot look right)"
+EXACT_STATES = "not needed: the tier's states and costs are exact counts"
 
 
 @dataclass(frozen=True)
@@ -79,8 +79,24 @@ def classify(tries: int, hits: int, undecided: list[str], canary_caught: bool | 
     if undecided:
         return "unverifiable", undecided[0]
     if canary_caught is False:
-        return "unverifiable", "the canary (a deliberately corrupted slot) was not caught in this configuration"
+        return "unverifiable", "the canary was not caught in this configuration (a wrong slot would not show)"
     return "fixed", ""
+
+
+def canary_check(bundle: CrashBundle, tier: str) -> tuple[bool | None, str]:
+    """Whether a wrong slot would show in this bundle's configuration: on the engine and kernel tiers
+    their canary (a deliberately corrupted slot); on the sim tier, for a correctness bundle, the
+    ``naive`` split (it ends chunks anywhere) must diverge on the same scenario, so the scenario does
+    read what a bad split leaves in a slot. An efficiency bundle's costs are exact counts on the sim."""
+    if tier != "sim":
+        caught = executor_for(tier).canary_run(bundle.scenario)[1]
+        return caught, EXACT_STATES if caught is None else ("caught" if caught else "missed")
+    if counted_class(bundle) == FailOn.EFFICIENCY:
+        return None, EXACT_STATES
+    naive = replay(bundle.scenario, resolve_policy("naive"), resolve_policy(bundle.verdict["reference"]), "sim")
+    if naive.verdict.status == VerdictStatus.DIVERGED:
+        return True, "caught: the naive split diverges on this scenario"
+    return False, "missed: the naive split does not diverge on this scenario"
 
 
 def verify_bundle(bundle: CrashBundle, candidate: Candidate, tries: int, tier: str | None = None) -> dict[str, Any]:
@@ -95,8 +111,7 @@ def verify_bundle(bundle: CrashBundle, candidate: Candidate, tries: int, tier: s
     caught: bool | None = None
     canary = None
     if not hits and not undecided:
-        caught = executor_for(tier).canary_run(bundle.scenario)[1]
-        canary = EXACT_STATES if caught is None else ("caught" if caught else "missed")
+        caught, canary = canary_check(bundle, tier)
     status, reason = classify(tries, hits, undecided, caught)
     return {"candidate": candidate.label, "status": status, "tries": tries, "hits": hits, "tier": tier,
             "canary": canary, "signatures": sorted({t.signature for t in trials if t.hit}),
