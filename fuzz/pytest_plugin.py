@@ -83,8 +83,7 @@ class ScenarioItem(pytest.Item):
         from fuzz.model.result import FailOn
         from fuzz.model.scenario import load_scenario
         from fuzz.oracle.finding import replay_argv
-        from fuzz.oracle.signature import finding_signature
-        from fuzz.triage.ci import REFERENCE_WRONG
+        from fuzz.oracle.signature import finding_signature, reference_is_wrong
         from fuzz.triage.replay import replay
 
         reference_spec = self.config.getoption("gdnfuzz_reference")
@@ -92,7 +91,7 @@ class ScenarioItem(pytest.Item):
         scenario, _ = load_scenario(self.scenario)
         replayed = replay(scenario, resolve_policy(self.candidate), resolve_policy(reference_spec), "sim")
         sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
-        if sig.startswith(REFERENCE_WRONG):  # not the candidate's: a bug of the reference, recorded as such
+        if reference_is_wrong(sig):  # not the candidate's: a bug of the reference, recorded as such
             pytest.xfail(f"{reference_spec} is wrong there too ({sig}): {replayed.verdict.summary}")
         if sig != "clean":
             command = shlex.join(replay_argv(str(self.scenario), self.candidate, reference_spec, "sim", fail_on))

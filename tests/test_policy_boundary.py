@@ -71,12 +71,10 @@ def test_a_module_policy_is_vetted_too(tmp_path, monkeypatch):
 
 
 def test_a_split_that_sleeps_forever_is_a_hang_finding_naming_its_step(policies, capsys):
-    start = time.monotonic()
     code = main(["replay", str(seed_case()), "--candidate", f"{policies}:sleeps", "--deadline", "1", "--json"])
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 1 and row["kind"].startswith("hang: the run passed its 1 s deadline in step 0")
     assert row["first_step"] == 0 and row["side"] == "candidate"
-    assert time.monotonic() - start < 600  # a guard against hanging the suite, not a timing claim
 
 
 @pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "soon"])

@@ -41,13 +41,19 @@ def add_merge_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--merge-timeout", type=float, default=600, help="seconds before a merge is abandoned (default 600)")
 
 
+def add_merge_harness_args(p: argparse.ArgumentParser) -> None:
+    """What a standalone merge's harness runs under (``merge``, ``prune``): the policies, ``--fail-on``,
+    where inputs that diverge while merging are saved, and the timeout."""
+    add_policy_args(p)
+    add_fail_on_arg(p)
+    p.add_argument("--crashes", default="crashes", help="where inputs that diverge while merging are saved")
+    add_merge_args(p)
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("merge", help="merge corpus directories by coverage (libFuzzer -merge=1 over the harness)")
     p.add_argument("out", help="corpus directory to merge into (written)")
     p.add_argument("inputs", nargs="+", help="corpus directories to take new coverage from (read)")
     p.add_argument("--set-cover", action="store_true", help="libFuzzer's -set_cover_merge=1 (a smaller selection)")
-    add_policy_args(p)
-    add_fail_on_arg(p)
-    p.add_argument("--crashes", default="crashes", help="where inputs that diverge while merging are saved")
-    add_merge_args(p)
+    add_merge_harness_args(p)
     p.set_defaults(func=cmd_merge)

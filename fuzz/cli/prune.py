@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fuzz.cli.merge import add_merge_args
-from fuzz.cli.options import add_fail_on_arg, add_policy_args, policies_of
+from fuzz.cli.merge import add_merge_harness_args
+from fuzz.cli.options import policies_of
 from fuzz.errors import ExitCode, InputError
 from fuzz.search.rerun import merge_env
 from fuzz.store.corpus_merge import merge_corpus
@@ -35,8 +35,5 @@ def cmd_prune(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("prune", help="shrink CORPUS/queue to a set-cover of its coverage (seeds and regressions kept)")
     p.add_argument("--corpus", default="corpus", help="corpus root whose queue/ is pruned (default corpus)")
-    add_policy_args(p)
-    add_fail_on_arg(p)
-    p.add_argument("--crashes", default="crashes", help="where inputs that diverge while merging are saved")
-    add_merge_args(p)
+    add_merge_harness_args(p)
     p.set_defaults(func=cmd_prune)

@@ -107,8 +107,7 @@ def _side_findings(run: RunResult, side: str) -> list[Divergence]:
         crossing = _crossing_chunk(run, p)
         found.append(Divergence("poisoned-slot", side, p.describe(), p.request_id, p.step, {
             "block_id": p.block_id, "column": p.column, "claimed_tokens": p.claimed_tokens,
-            "held_tokens": p.held_tokens, "crossing_request": crossing and crossing.request_id,
-            "crossing_checkpoint": crossing and crossing.checkpoint_tokens}))
+            "held_tokens": p.held_tokens, "crossing_checkpoint": crossing and crossing.checkpoint_tokens}))
     found += [Divergence(f.kind, side, f"{f.kind}: {f.detail.splitlines()[0] if f.detail else ''}",
                       f.request_id, f.step, {"detail": f.detail}) for f in run.faults]
     for rid, o in run.requests.items():

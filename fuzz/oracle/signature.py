@@ -127,6 +127,12 @@ def signature(verdict: Verdict, scenario: Scenario, candidate_run: RunResult) ->
     return _slug(name if side in ("candidate", "unknown") else f"{side}-side-{name}")[:128]
 
 
+def reference_is_wrong(sig: str) -> bool:
+    """Whether ``sig`` names a finding the reference has too (``both-side-``) or alone
+    (``reference-side-``): not one the candidate brought."""
+    return sig.startswith(("both-side-", "reference-side-"))
+
+
 def artifact_signature(kind: str, error: str, scenario: Scenario) -> str:
     """The signature of an input that killed (``worker-crash``, ``worker-oom``) or hung (``hang``) the
     harness: the kind, the exception type named in the worker's last lines, and the conditions."""

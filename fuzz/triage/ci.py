@@ -25,13 +25,10 @@ from fuzz.model.policies import Policy
 from fuzz.model.result import FailOn
 from fuzz.model.scenario import load_scenario
 from fuzz.oracle.finding import replay_argv
-from fuzz.oracle.signature import finding_signature
+from fuzz.oracle.signature import finding_signature, reference_is_wrong
 from fuzz.search.libfuzzer import Progress
 from fuzz.search.supervisor import run_workers
 from fuzz.triage.replay import replay
-
-# fuzz.oracle.signature's prefixes when the reference is wrong too: the candidate did not bring it.
-REFERENCE_WRONG = ("both-side-", "reference-side-")
 
 COMMITTED_DIRS = ("seeds", "regressions")
 
@@ -104,7 +101,7 @@ class CiReport:
     def known_because(self, sig: str) -> str | None:
         if sig in self.baseline:
             return f"in the baseline, {self.baseline_source}"
-        if sig.startswith(REFERENCE_WRONG):
+        if reference_is_wrong(sig):
             return f"{self.reference.spec} is wrong there too"
         return None
 
