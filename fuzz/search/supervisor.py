@@ -53,7 +53,7 @@ def corpus_dirs(corpus: Path) -> list[str]:
 
 def worker_env(args: argparse.Namespace, raw: Path) -> dict[str, str]:
     """A harness worker's settings: its raw bundles under ``raw``, committed inputs counted as replays."""
-    committed = [d for d in corpus_dirs(Path(args.corpus))[1:]]
+    committed = corpus_dirs(Path(args.corpus))[1:]  # seeds and regressions, after the queue
     return {**os.environ, "GDNFUZZ_CANDIDATE": args.candidate, "GDNFUZZ_REFERENCE": args.reference,
             "GDNFUZZ_CRASHES": str(raw), "GDNFUZZ_COMMITTED": os.pathsep.join(committed),
             "GDNFUZZ_FAIL_ON": str(args.fail_on), "GDNFUZZ_TARGET": args.target, "VLLM_LOGGING_LEVEL": "ERROR"}
