@@ -5,7 +5,8 @@ deadline passes, wherever that thread is (inside a policy's ``time.sleep``, a bu
 scheduler); the executor that armed it catches it and records ``Fault(kind="hang", step=...)``.
 
 Invariants kept here:
-- the deadline interrupts with a signal sent to the main thread by a watchdog thread, not with
+- the deadline interrupts with a signal sent to the main thread by one watchdog thread (started
+  once, re-armed per run: a thread per run cost more than a short sim run), not with
   ``SIGALRM``/``ITIMER_REAL``, which libFuzzer (``-timeout``) already owns; the signal's handler is
   installed once and never removed, and raises only while a deadline is armed and expired, so a
   late signal after the run finished is ignored, never a crash;
@@ -23,6 +24,7 @@ import math
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -39,12 +41,30 @@ class DeadlineExceeded(BaseException):
 
 class _Armed:
     """The one armed deadline of this process (the main thread's): each arming is a new generation,
-    so a watchdog of an earlier, finished run can never expire a later one."""
+    so an expiry computed for an earlier, finished run can never expire a later one."""
 
     active = False
     generation = 0
     expired_generation = -1
     handler_installed = False
+    due = math.inf  # monotonic time the armed generation expires at
+    wake = threading.Condition()
+    watchdog_pid = 0  # the process whose watchdog is running (a forked child starts its own)
+
+
+def _watch(main: int) -> None:
+    """The watchdog thread (one per process, started on the first arming): sleeps until the armed
+    deadline or a re-arm, and signals the main thread when a generation's deadline passes."""
+    with _Armed.wake:
+        while True:
+            generation, due = _Armed.generation, _Armed.due
+            left = due - time.monotonic()
+            if _Armed.active and left <= 0:
+                _Armed.expired_generation = generation
+                _Armed.due = math.inf
+                signal.pthread_kill(main, DEADLINE_SIGNAL)
+                continue
+            _Armed.wake.wait(None if math.isinf(left) else left)
 
 
 def set_deadline(seconds: float) -> None:
@@ -85,21 +105,20 @@ def run_deadline(seconds: float | None = None) -> Iterator[bool]:
     if not _Armed.handler_installed:
         signal.signal(DEADLINE_SIGNAL, _on_signal)
         _Armed.handler_installed = True
-    main = threading.main_thread().ident
-    assert main is not None
-    _Armed.generation += 1
-    generation = _Armed.generation
-
-    def expire() -> None:
-        _Armed.expired_generation = generation
-        signal.pthread_kill(main, DEADLINE_SIGNAL)
-
-    watchdog = threading.Timer(deadline_seconds() if seconds is None else seconds, expire)
-    watchdog.daemon = True
-    _Armed.active = True
-    watchdog.start()
+    if _Armed.watchdog_pid != os.getpid():
+        main = threading.main_thread().ident
+        assert main is not None
+        _Armed.wake = threading.Condition()
+        _Armed.watchdog_pid = os.getpid()
+        threading.Thread(target=_watch, args=(main,), name="gdnfuzz-deadline", daemon=True).start()
+    with _Armed.wake:
+        _Armed.generation += 1
+        _Armed.due = time.monotonic() + (deadline_seconds() if seconds is None else seconds)
+        _Armed.active = True
+        _Armed.wake.notify()
     try:
         yield True
     finally:
-        _Armed.active = False
-        watchdog.cancel()
+        with _Armed.wake:
+            _Armed.active = False
+            _Armed.due = math.inf

@@ -17,9 +17,11 @@ Invariants kept here:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -155,6 +157,11 @@ class Scenario:
         """Content id: the first 16 hex digits of the canonical encoding's SHA-256."""
         return hashlib.sha256(canonical_json(self).encode()).hexdigest()[:16]
 
+    @functools.cached_property
+    def _canonical_json(self) -> str:
+        """Computed once: a scenario is immutable (frozen, and nothing edits its segments in place)."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
     def with_engine(self, **changes: Any) -> Scenario:
         return replace(self, engine=replace(self.engine, **changes))
 
@@ -178,7 +185,7 @@ def _request_to_dict(r: Request) -> dict[str, Any]:
 
 def canonical_json(scenario: Scenario) -> str:
     """The canonical compact encoding: the fuzzer's input bytes and the id's preimage."""
-    return json.dumps(scenario.to_dict(), sort_keys=True, separators=(",", ":"))
+    return scenario._canonical_json
 
 
 def pretty_json(scenario: Scenario, annotations: Mapping[str, Any] | None = None) -> str:
@@ -191,18 +198,20 @@ def pretty_json(scenario: Scenario, annotations: Mapping[str, Any] | None = None
 # ---------------------------------------------------------------- tokens
 
 
-def tokens_for(seed: int, key: str, length: int) -> list[int]:
-    """``length`` token ids derived from ``(seed, key)``: stable across runs and machines."""
-    out: list[int] = []
-    counter = 0
-    while len(out) < length:
-        digest = hashlib.blake2b(f"{seed}/{key}/{counter}".encode(), digest_size=64).digest()
-        out.extend(
-            int.from_bytes(digest[i : i + 4], "little") % (VOCAB_SIZE - 1) + 1
-            for i in range(0, 64, 4)
-        )
-        counter += 1
-    return out[:length]
+@functools.lru_cache(maxsize=8192)
+def tokens_for(seed: int, key: str, length: int) -> tuple[int, ...]:
+    """``length`` token ids derived from ``(seed, key)``: stable across runs and machines.
+
+    Each blake2b digest of ``seed/key/counter`` gives 16 tokens (little-endian 32-bit words, mapped
+    onto 1..VOCAB_SIZE-1). Cached: a segment is shared by requests and by both sides of a verdict,
+    and a mutated input keeps most of its parent's parts."""
+    words: list[int] = []
+    for counter in range(-(-length // 16)):
+        words += _WORDS.unpack(hashlib.blake2b(f"{seed}/{key}/{counter}".encode(), digest_size=64).digest())
+    return tuple([w % (VOCAB_SIZE - 1) + 1 for w in words[:length]])
+
+
+_WORDS = struct.Struct("<16I")
 
 
 def own_prompt_tokens(scenario: Scenario, request: Request) -> list[int]:

@@ -13,7 +13,8 @@ carries a block hash must hold exactly the state of the tokens its hash claims
 (the first ``block_hash_num_tokens`` tokens of the prefix the hash was computed
 from). A violation becomes a :class:`~fuzz.model.result.PoisonedSlot`.
 
-Deterministic: no wall clock, no global RNG; a fresh scheduler per run.
+Deterministic: no wall clock, no global RNG; a fresh scheduler per run (whose block pool may be
+an earlier run's, reset to a new pool's exact state: ``workers.sim.block_pools``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from fuzz.tiers import STALL_STEPS, BaseExecutor
 from workers.sim.branch import BranchRunner
 from workers.sim.fidelity import check_mirror_fidelity
 from workers.sim.runner_mirror import PrefillCheckpoints, RunnerMirror, StepWork
-from workers.sim.scheduler import build_scheduler, default_num_blocks
+from workers.sim.scheduler import build_scheduler, default_num_blocks, release_scheduler
 from workers.sim.symbolic import State, greedy_continuation, next_token
 
 MAMBA_GROUP = 1
@@ -57,6 +58,7 @@ class Claim:
     column: int
     tokens: tuple[int, ...]
     reported: bool = False
+    verified: State | None = None  # the slot value last found to hold exactly ``tokens``
 
 
 @dataclass
@@ -70,7 +72,10 @@ class _Run:
     claims: dict[tuple[int, Any], Claim] = field(default_factory=dict)  # (block id, hash) -> claim
     accept_cursor: dict[str, int] = field(default_factory=dict)
     hasher: Callable[[Any], list[Any]] | None = None
-    prefixes: dict[Any, tuple[str, tuple[int, ...]]] = field(default_factory=dict)  # BlockHash -> preimage
+    specs: dict[str, Any] = field(default_factory=dict)  # request id -> the scenario's Request
+    aborts: dict[int, set[str]] = field(default_factory=dict)  # step -> requests aborted in it
+    prefixes: dict[Any, tuple[str, int]] = field(default_factory=dict)  # BlockHash -> preimage (request, tokens)
+    groups: dict[Any, int] = field(default_factory=dict)  # hash key -> its KV cache group (parsed once)
     indexed: dict[str, int] = field(default_factory=dict)  # request -> block hashes indexed
     step: int = 0  # the scheduler step in progress (a deadline names it)
 
@@ -116,6 +121,8 @@ class SimExecutor(BaseExecutor):
             mirror=RunnerMirror(knobs.mamba_block_size, knobs.num_spec_tokens, _checkpoints(scheduler, knobs)),
             result=result,
             pending=[r.id for r in scenario.requests],
+            specs={r.id: r for r in scenario.requests},
+            aborts=_aborts_by_step(scenario),
             hasher=_hasher(scheduler),
         )
         limit = self.max_steps or (max(r.arrival_step for r in scenario.requests) + 2 * total + 64)
@@ -129,6 +136,7 @@ class SimExecutor(BaseExecutor):
             result.faults.append(Fault(kind="exception", detail=f"{type(exc).__name__}: {exc}",
                                        step=len(result.steps)))
         self._collect(run)
+        release_scheduler(scheduler)
         return result
 
     def close(self) -> None:
@@ -158,9 +166,9 @@ class SimExecutor(BaseExecutor):
         for step in range(limit):
             run.step = step
             self._admit(run, step)
-            for rid, req in run.vllm_requests.items():
-                abort = run.scenario.request(rid).abort_step
-                if abort == step and not req.is_finished():
+            due = run.aborts.get(step)
+            for rid, req in run.vllm_requests.items() if due else ():  # in admission order, as before
+                if rid in due and not req.is_finished():
                     run.scheduler.finish_requests(rid, RequestStatus.FINISHED_ABORTED)
             if not run.pending and not run.scheduler.has_requests():
                 return
@@ -190,16 +198,18 @@ class SimExecutor(BaseExecutor):
         from vllm.sampling_params import SamplingParams
         from vllm.v1.request import Request
 
-        outputs = {rid: list(req.output_token_ids) for rid, req in run.vllm_requests.items()}
+        if not run.pending:
+            return
+        said = {rid: req.output_token_ids for rid, req in run.vllm_requests.items()}
         for rid in list(run.pending):
-            spec = run.scenario.request(rid)
+            spec = run.specs[rid]
             if spec.arrival_step > step:
                 continue
             if spec.continues is not None:
                 parent = run.vllm_requests.get(spec.continues)
                 if parent is None or not parent.is_finished():
                     continue
-            prompt = prompt_tokens(run.scenario, spec, outputs)
+            prompt = prompt_tokens(run.scenario, spec, said)
             params = SamplingParams(max_tokens=spec.max_tokens, temperature=0.0, ignore_eos=True)
             request = Request(rid, prompt, params, None, block_hasher=run.hasher)
             run.vllm_requests[rid] = request
@@ -274,7 +284,7 @@ class SimExecutor(BaseExecutor):
 
     def _drafts(self, run: _Run, rid: str, running: State, last: int, count: int) -> list[int]:
         """Draft tokens of which exactly the scenario's accept count are what the target samples."""
-        pattern = run.scenario.request(rid).accept
+        pattern = run.specs[rid].accept
         cursor = run.accept_cursor.get(rid, 0)
         run.accept_cursor[rid] = cursor + 1
         correct = min(pattern[cursor % len(pattern)], count) if pattern else count
@@ -311,7 +321,10 @@ class SimExecutor(BaseExecutor):
 
         The pool's hash index (what ``get_cached_block`` looks up) is scanned, not the live
         requests' block tables: a block stays hashed, and can be hit, after the request that cached
-        it has finished; and a block registered under several hashes is audited for each."""
+        it has finished; and a block registered under several hashes is audited for each.
+        Incremental: the mirror replaces a slot's ``State`` whenever it writes the slot (states are
+        immutable), so a claim whose slot still holds the very object last verified is not compared
+        again; only new claims and rewritten slots cost a comparison."""
         from vllm.v1.core.kv_cache_utils import get_block_hash, get_group_id
 
         self._index_prefixes(run)
@@ -319,38 +332,51 @@ class SimExecutor(BaseExecutor):
         block_size = run.scenario.engine.mamba_block_size
         live: set[tuple[int, Any]] = set()
         for key, entry in pool.cached_block_hash_to_block._cache.items():
-            if get_group_id(key) != MAMBA_GROUP:
+            group = run.groups.get(key)
+            if group is None:
+                group = run.groups[key] = get_group_id(key)
+            if group != MAMBA_GROUP:
                 continue
             for block in entry.values() if isinstance(entry, dict) else (entry,):
-                live.add((block.block_id, key))
-                claim = run.claims.get((block.block_id, key))
+                pair = (block.block_id, key)
+                live.add(pair)
+                claim = run.claims.get(pair)
                 if claim is None:
-                    rid, tokens = run.prefixes[get_block_hash(key)]
+                    rid, length = run.prefixes[get_block_hash(key)]
                     owner = run.mirror.writers.get(block.block_id, rid)
-                    claim = Claim(key, owner, (len(tokens) - 1) // block_size, tokens)
-                    run.claims[(block.block_id, key)] = claim
+                    tokens = tuple(run.vllm_requests[rid].all_token_ids[:length])
+                    claim = run.claims[pair] = Claim(key, owner, (length - 1) // block_size, tokens)
                 elif claim.reported:
                     continue
                 held = run.mirror.slot(block.block_id)
-                if held.tokens != claim.tokens:
-                    claim.reported = True
-                    held_tokens, text = held.describe_against(claim.tokens)
-                    run.result.poisoned.append(PoisonedSlot(
-                        step=step, block_id=block.block_id, request_id=claim.request_id, column=claim.column,
-                        claimed_tokens=len(claim.tokens), held_tokens=held_tokens, held=text))
-        for gone in set(run.claims) - live:
-            del run.claims[gone]  # evicted: the slot is free to hold anything
+                if held is claim.verified:
+                    continue
+                if held.tokens == claim.tokens:
+                    claim.verified = held
+                    continue
+                claim.reported = True
+                held_tokens, text = held.describe_against(claim.tokens)
+                run.result.poisoned.append(PoisonedSlot(
+                    step=step, block_id=block.block_id, request_id=claim.request_id, column=claim.column,
+                    claimed_tokens=len(claim.tokens), held_tokens=held_tokens, held=text))
+        if len(live) != len(run.claims):
+            for gone in set(run.claims) - live:
+                del run.claims[gone]  # evicted: the slot is free to hold anything
         run.result.hashed_mamba_blocks = max(run.result.hashed_mamba_blocks, len(run.claims))
 
     @staticmethod
     def _index_prefixes(run: _Run) -> None:
-        """Map every block hash a request computed to its preimage: that request's first tokens."""
+        """Map every block hash a request computed to its preimage: that request's first tokens (the
+        request and the count; a request's token ids only ever grow, so the prefix is read when needed)."""
         size = run.scheduler.hash_block_size
         for rid, request in run.vllm_requests.items():
+            hashes = request.block_hashes
             done = run.indexed.get(rid, 0)
-            for i in range(done, len(request.block_hashes)):
-                run.prefixes.setdefault(request.block_hashes[i], (rid, tuple(request.all_token_ids[: (i + 1) * size])))
-            run.indexed[rid] = len(request.block_hashes)
+            if done == len(hashes):
+                continue
+            for i in range(done, len(hashes)):
+                run.prefixes.setdefault(hashes[i], (rid, (i + 1) * size))
+            run.indexed[rid] = len(hashes)
 
     @staticmethod
     def _note_finished(run: _Run, step: int) -> None:
@@ -364,6 +390,14 @@ class SimExecutor(BaseExecutor):
     def _collect(run: _Run) -> None:
         for rid, request in run.vllm_requests.items():
             run.result.requests[rid].output_tokens = list(request.output_token_ids)
+
+
+def _aborts_by_step(scenario: Scenario) -> dict[int, set[str]]:
+    aborts: dict[int, set[str]] = {}
+    for r in scenario.requests:
+        if r.abort_step is not None:
+            aborts.setdefault(r.abort_step, set()).add(r.id)
+    return aborts
 
 
 def _checkpoints(scheduler: Any, knobs: EngineKnobs) -> PrefillCheckpoints:

@@ -10,8 +10,9 @@ spec Mamba2 and KDA layers declare (one checkpoint block, that alignment). A sce
 with ``external_tokens`` gets ``workers.sim.connector.ScenarioConnector`` attached through
 ``kv_transfer_config``, so vLLM's ``KVConnectorFactory`` loads it by module path.
 
-Invariant: a ``VllmConfig`` is built once per distinct set of cache and
-speculative-decoding knobs (about 0.2 s warm, seconds cold) and cached; the
+Invariant: a ``VllmConfig`` is built by vLLM's ``EngineArgs`` once per distinct set of cache and
+speculative-decoding knobs and cached; its model-level parts are built once per speculative
+configuration and copied into the others (about 5 ms a build instead of 20; see ``_ModelParts``); the
 scheduler knobs (budget, long-prefill threshold, max_num_seqs) are set on a
 copy of its ``SchedulerConfig`` and checked by vLLM's own
 ``SchedulerConfig.verify_max_model_len``; every ``build_scheduler`` call gets a
@@ -31,6 +32,7 @@ from typing import Any
 
 from fuzz.errors import ConfigRejected
 from fuzz.model.scenario import MAX_CONTEXT, EngineKnobs
+from workers.sim.block_pools import BlockPoolStock, recycled_block_pools
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 
@@ -64,6 +66,11 @@ class ConfigKey:
             kv_connector,
         )
 
+    @property
+    def model_key(self) -> tuple[str, int, bool]:
+        """What the model-level configs depend on (the checkpoint is fixed): see ``_ModelParts``."""
+        return self.spec_decode, self.num_speculative_tokens, self.kv_connector
+
 
 def one_line_reason(exc: BaseException) -> str:
     """vLLM's reason for an exception in one line (pydantic's "Value error, ..." when present)."""
@@ -74,16 +81,85 @@ def one_line_reason(exc: BaseException) -> str:
     return text if len(text) <= 240 else text[:237] + "..."
 
 
+@functools.cache
 def _quiet_vllm() -> None:
+    """Once per process: ``Logger.setLevel`` clears every logger's cache, milliseconds each time."""
     for name in ("vllm", "vllm.config", "vllm.engine"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-@functools.lru_cache(maxsize=64)
+class _ModelParts:
+    """The model-level configs ``EngineArgs.create_engine_config`` builds from the checkpoint (the target's
+    ``ModelConfig`` and the ``SpeculativeConfig`` with its draft ``ModelConfig``): 75% of a build, and the
+    same for every cache knob. Each is snapshotted the moment vLLM creates it, before anything else in the
+    build touches it, with the target configs it points to replaced by placeholders; ``install`` gives an
+    ``EngineArgs`` deep copies of those snapshots with the placeholders bound to that build's own objects,
+    so every build still gets fresh, unshared configs in exactly the state vLLM created them in."""
+
+    def __init__(self) -> None:
+        self.model: Any = None
+        self.speculative: Any = None
+        self._target_model, self._target_parallel = object(), object()  # placeholders
+
+    def record(self, args: Any) -> None:
+        """Let this build run as vLLM's own and snapshot what it creates."""
+        create_model, create_speculative = args.create_model_config, args.create_speculative_config
+
+        def model_config() -> Any:
+            created = create_model()
+            self.model = copy.deepcopy(created)
+            return created
+
+        def speculative_config(target_model_config: Any, target_parallel_config: Any) -> Any:
+            created = create_speculative(target_model_config, target_parallel_config)
+            self.speculative = copy.deepcopy(created, {id(target_model_config): self._target_model,
+                                                       id(target_parallel_config): self._target_parallel})
+            return created
+
+        args.create_model_config, args.create_speculative_config = model_config, speculative_config
+
+    def install(self, args: Any) -> None:
+        """Make ``args`` create fresh copies of the snapshots instead of rebuilding them."""
+        built: dict[str, Any] = {}
+
+        def model_config() -> Any:
+            built["model"] = copy.deepcopy(self.model)
+            return built["model"]
+
+        def speculative_config(target_model_config: Any, target_parallel_config: Any) -> Any:
+            return copy.deepcopy(self.speculative, {id(self._target_model): target_model_config,
+                                                    id(self._target_parallel): target_parallel_config})
+
+        args.create_model_config, args.create_speculative_config = model_config, speculative_config
+
+
+_MODEL_PARTS: dict[tuple[str, int, bool], _ModelParts] = {}
+
+
+@functools.lru_cache(maxsize=1024)
 def vllm_config_for(key: ConfigKey) -> Any:
-    """The VllmConfig vLLM's own EngineArgs produce for these knobs (cached)."""
+    """The VllmConfig vLLM's own EngineArgs produce for these knobs (cached; the model-level configs are
+    built once per ``key.model_key`` and copied, see ``_ModelParts``)."""
+    args = _engine_args(key)
+    parts = _MODEL_PARTS.get(key.model_key)
+    if parts is None:
+        parts = _ModelParts()
+        parts.record(args)
+    else:
+        parts.install(args)
+    try:
+        config = args.create_engine_config()
+    except Exception as exc:  # vLLM validates with several exception types
+        raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None
+    _MODEL_PARTS.setdefault(key.model_key, parts)
+    return config
+
+
+def _engine_args(key: ConfigKey) -> Any:
+    """The ``EngineArgs`` the engine would be started with for these knobs, over the tiny checkpoint."""
     from vllm.engine.arg_utils import EngineArgs
 
+    from workers.sim.connector import CONNECTOR_CLASS, CONNECTOR_MODULE
     from workers.tiny_model import tiny_config_dir
 
     _quiet_vllm()
@@ -97,37 +173,31 @@ def vllm_config_for(key: ConfigKey) -> Any:
         # head is configured instead. The scheduler treats both as the EAGLE
         # family (use_eagle, use_eagle_block_drop), which is all the split sees.
         speculative = {**speculative, "method": "mtp"}
-    from workers.sim.connector import CONNECTOR_CLASS, CONNECTOR_MODULE
-
     kv_transfer = (
         {"kv_connector": CONNECTOR_CLASS, "kv_connector_module_path": CONNECTOR_MODULE, "kv_role": "kv_both"}
         if key.kv_connector
         else None
     )
-    try:
-        args = EngineArgs(
-            model=str(tiny_config_dir()),
-            skip_tokenizer_init=True,
-            load_format="dummy",
-            dtype="bfloat16",
-            enforce_eager=True,
-            max_model_len=MAX_CONTEXT,
-            enable_prefix_caching=True,
-            mamba_cache_mode="align",
-            # As in vLLM's engine after hybrid alignment: cache_config.block_size
-            # is B, which is what the split reads as the Mamba block size.
-            mamba_block_size=key.mamba_block_size,
-            block_size=key.mamba_block_size,
-            prefix_match_unit=key.hash_block_size,
-            prefix_cache_retention_interval=key.retention_interval,
-            speculative_config=speculative,
-            enable_mamba_shared_prefix_checkpoint=key.shared_prefix_checkpoint,
-            kv_transfer_config=kv_transfer,
-            async_scheduling=False,  # the sim drives EngineCore.step's synchronous order
-        )
-        return args.create_engine_config()
-    except Exception as exc:  # vLLM validates with several exception types
-        raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None
+    return EngineArgs(
+        model=str(tiny_config_dir()),
+        skip_tokenizer_init=True,
+        load_format="dummy",
+        dtype="bfloat16",
+        enforce_eager=True,
+        max_model_len=MAX_CONTEXT,
+        enable_prefix_caching=True,
+        mamba_cache_mode="align",
+        # As in vLLM's engine after hybrid alignment: cache_config.block_size
+        # is B, which is what the split reads as the Mamba block size.
+        mamba_block_size=key.mamba_block_size,
+        block_size=key.mamba_block_size,
+        prefix_match_unit=key.hash_block_size,
+        prefix_cache_retention_interval=key.retention_interval,
+        speculative_config=speculative,
+        enable_mamba_shared_prefix_checkpoint=key.shared_prefix_checkpoint,
+        kv_transfer_config=kv_transfer,
+        async_scheduling=False,  # the sim drives EngineCore.step's synchronous order
+    )
 
 
 def with_scheduler_knobs(base: Any, knobs: EngineKnobs) -> Any:
@@ -185,12 +255,28 @@ def kv_cache_config_for(vllm_config: Any, knobs: EngineKnobs, num_blocks: int) -
 
 
 def default_num_blocks(knobs: EngineKnobs, total_tokens: int) -> int:
-    """Enough blocks that nothing is evicted: every token of every request, twice over."""
-    return 2 * (total_tokens // knobs.block_size + 64 * (knobs.num_spec_tokens + 4)) + 256
+    """Enough blocks that nothing is evicted: every token of every request, twice over, rounded up to
+    a multiple of ``NUM_BLOCKS_STEP`` (so runs share pool sizes and their pools can be recycled)."""
+    needed = 2 * (total_tokens // knobs.block_size + 64 * (knobs.num_spec_tokens + 4)) + 256
+    return -(-needed // NUM_BLOCKS_STEP) * NUM_BLOCKS_STEP
+
+
+NUM_BLOCKS_STEP = 512
+
+
+@functools.cache
+def _pool_stock() -> BlockPoolStock:
+    return BlockPoolStock()
+
+
+def release_scheduler(scheduler: Any) -> None:
+    """The run on ``scheduler`` is over: its block pool may serve a later build (if drained)."""
+    _pool_stock().give_back(scheduler.kv_cache_manager.block_pool)
 
 
 def build_scheduler(knobs: EngineKnobs, num_blocks: int, kv_connector: bool = False) -> Any:
-    """A fresh real Scheduler (empty cache) for these knobs, with ``ScenarioConnector`` if asked."""
+    """A fresh real Scheduler (empty cache) for these knobs, with ``ScenarioConnector`` if asked; its
+    block pool may be a released one, reset to exactly a new pool's state (``workers.sim.block_pools``)."""
     from vllm.v1.core.kv_cache_utils import (
         resolve_cache_hit_alignment_tokens,
         resolve_kv_cache_block_sizes,
@@ -209,12 +295,13 @@ def build_scheduler(knobs: EngineKnobs, num_blocks: int, kv_connector: bool = Fa
         kv_cache_config.cache_hit_alignment_tokens = resolve_cache_hit_alignment_tokens(
             kv_cache_config, vllm_config, scheduler_block_size, hash_block_size
         )
-        return Scheduler(
-            vllm_config=vllm_config,
-            kv_cache_config=kv_cache_config,
-            structured_output_manager=StructuredOutputManager(vllm_config),
-            block_size=scheduler_block_size,
-            hash_block_size=hash_block_size,
-        )
+        with recycled_block_pools(_pool_stock()):
+            return Scheduler(
+                vllm_config=vllm_config,
+                kv_cache_config=kv_cache_config,
+                structured_output_manager=StructuredOutputManager(vllm_config),
+                block_size=scheduler_block_size,
+                hash_block_size=hash_block_size,
+            )
     except (ValueError, AssertionError, NotImplementedError) as exc:
         raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None

@@ -1,0 +1,139 @@
+"""What the sim reuses between runs behaves exactly as what vLLM would build fresh.
+
+- A VllmConfig whose model-level configs are copied (``workers.sim.scheduler._ModelParts``) equals one
+  built from scratch by ``EngineArgs`` field by field, and vLLM rejects the same knob sets with the
+  same reason.
+- A recycled block pool is, field by field and in free-queue order, a new ``BlockPool``.
+- Whole runs on schedulers built with both (and with the incremental audit) are identical, every
+  field of every ``RunResult``, to runs on schedulers built new each time.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+import workers.sim.scheduler as scheduler_module
+from fuzz.errors import ConfigRejected
+from fuzz.model.policies import resolve_policy
+from fuzz.search.generate import random_scenario
+from workers.sim.block_pools import BlockPoolStock
+from workers.sim.executor import SimExecutor
+from workers.sim.scheduler import ConfigKey, vllm_config_for
+
+PER_BUILD_IDS = ("instance_id", "engine_id")  # fresh per build in vLLM itself
+
+
+def config_fields(config: Any, depth: int = 0) -> dict[str, str]:
+    """Every field of a VllmConfig and of its sub-configs (two levels), as reprs."""
+    out: dict[str, str] = {}
+    for name, value in sorted(vars(config).items()):
+        if depth < 2 and "config" in type(value).__name__.lower() and hasattr(value, "__dict__"):
+            out.update({f"{name}.{k}": v for k, v in config_fields(value, depth + 1).items()})
+        elif not name.endswith(PER_BUILD_IDS):
+            out[name] = repr(value)
+    return out
+
+
+def built(key: ConfigKey) -> dict[str, str] | str:
+    try:
+        return config_fields(vllm_config_for(key))
+    except ConfigRejected as exc:
+        return str(exc)
+
+
+def test_copied_model_configs_equal_fresh_builds_and_rejections():
+    rng = random.Random(5)
+    keys = {ConfigKey.of(random_scenario(rng).engine, connector) for connector in (False, True) for _ in range(12)}
+    keys |= {ConfigKey(64, 16, 16, "mtp", 2, -5), ConfigKey(64, 16, 16, "mtp", 0, None),
+             ConfigKey(0, 16, 16, "off", 0, None)}  # three knob sets vLLM rejects
+    vllm_config_for.cache_clear()
+    derived = {key: built(key) for key in sorted(keys, key=repr)}  # model parts shared from the first build
+    assert sum(isinstance(v, str) for v in derived.values()) == 3
+    for key in derived:
+        vllm_config_for.cache_clear()
+        scheduler_module._MODEL_PARTS.clear()
+        assert built(key) == derived[key], key
+
+
+def pool_state(pool: Any) -> dict[str, Any]:
+    """Everything a BlockPool holds, with blocks by id and the free queue as an id sequence."""
+    queue, block = [], pool.free_block_queue.fake_free_list_head.next_free_block
+    while block is not pool.free_block_queue.fake_free_list_tail:
+        queue.append(block.block_id)
+        block = block.next_free_block
+    blocks = [(b.block_id, b.ref_cnt, b.pool is pool, b._block_hash, b._block_hash_num_tokens, b.is_null,
+               b.prev_free_block.block_id if b.prev_free_block else None,
+               b.next_free_block.block_id if b.next_free_block else None) for b in pool.blocks]
+    return {"queue": queue, "blocks": blocks, "free": pool.get_num_free_blocks(),
+            "index": dict(pool.cached_block_hash_to_block._cache), "by_block": pool.cached_block_hashes_by_block,
+            "null": pool.null_block.block_id, "events": pool.kv_event_queue, "watchers": pool._reuse_watchers,
+            "args": (pool.num_gpu_blocks, pool.enable_caching, pool.hash_block_size, pool.enable_kv_cache_events,
+                     pool.metrics_collector, pool.medium)}
+
+
+def test_a_recycled_pool_is_a_new_pool(sim):
+    from vllm.v1.core.block_pool import BlockPool
+
+    stock = BlockPoolStock()
+    assert stock.enabled
+    scenario = random_scenario(random.Random(2))
+    executor = SimExecutor()
+    real_stock = scheduler_module._pool_stock
+    scheduler_module._pool_stock = lambda: stock
+    try:
+        executor.run(scenario, resolve_policy("naive"))  # leaves hashes, freed blocks out of order
+        assert stock.built == 1 and len(stock._idle) == 1
+        (used,) = stock._idle.values()
+        assert pool_state(used)["queue"] != sorted(pool_state(used)["queue"])
+        recycled = stock.take(used.num_gpu_blocks, True, used.hash_block_size)
+    finally:
+        scheduler_module._pool_stock = real_stock
+    assert recycled is used and stock.reused == 1
+    assert pool_state(recycled) == pool_state(BlockPool(used.num_gpu_blocks, True, used.hash_block_size))
+
+
+def test_a_pool_still_in_use_is_not_taken_back():
+    from vllm.v1.core.block_pool import BlockPool
+
+    stock = BlockPoolStock()
+    pool = BlockPool(64, True, 16)
+    pool.get_new_blocks(3)
+    stock.give_back(pool)
+    assert not stock._idle
+
+
+class NeverKept(dict):
+    """A model-parts table that keeps nothing: every VllmConfig is built whole by EngineArgs."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return default
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        return default
+
+
+@pytest.mark.parametrize("policy", ["vllm", "naive", "pre-51113"])
+def test_runs_on_reused_parts_equal_runs_on_fresh_schedulers(sim, policy, monkeypatch):
+    """60 generated scenarios: every field of every result, reused (pools, configs) against fresh."""
+    rng = random.Random(23)
+    scenarios = [random_scenario(rng) for _ in range(60)]
+
+    def results() -> list[str]:
+        executor = SimExecutor()
+        return [json.dumps(executor.run(s, resolve_policy(policy)).to_dict(), sort_keys=True, default=str)
+                for s in scenarios]
+
+    reused = results()
+    assert scheduler_module._pool_stock().reused > 0
+    fresh_stock = BlockPoolStock()
+    fresh_stock.enabled = False  # every take builds a new BlockPool
+    monkeypatch.setattr(scheduler_module, "_pool_stock", lambda: fresh_stock)
+    vllm_config_for.cache_clear()
+    monkeypatch.setattr(scheduler_module, "_MODEL_PARTS", NeverKept())
+    monkeypatch.setattr(scheduler_module, "vllm_config_for", scheduler_module.vllm_config_for.__wrapped__)
+    assert results() == reused
+    assert fresh_stock.reused == 0 and fresh_stock.built == len(scenarios)
