@@ -6,11 +6,17 @@ the same candidate/reference policies, from an empty corpus:
   mutator, coverage from vLLM's instrumented scheduler);
 - random: fresh scenarios from ``fuzz.search.generate.random_scenario`` (the same biased
   generator the fuzzer's byte decoder uses), no feedback.
-Each stops at its first divergence. Times are counted from the moment the
+Each stops at its first finding of the class the target counts (``--fail-on``: correctness, or
+``any`` for the efficiency mutants, whose slots stay exact). Times are counted from the moment the
 worker is ready (libFuzzer's INITED line / the first scenario run), so
 ``import vllm`` and instrumentation are not charged to either side.
 
     .venv/bin/python bench/time_to_find.py --seeds 1 2 3 4 5 --budget 300 --candidate pre-51113
+    .venv/bin/python bench/time_to_find.py --harder --seeds 1 --budget 60   # the mutant table
+
+``--harder`` runs the target set of ``HARDER``: split mutants under ``bench/mutants/`` that reach
+branches the seed bug does not (EAGLE block drop, early aligned ends, external tokens, internal
+checkpoints, shared-prefix junctions), two of them efficiency-only, and prints one table.
 """
 
 from __future__ import annotations
@@ -31,14 +37,24 @@ sys.path.insert(0, str(ROOT))  # the random worker runs this file: it must impor
 from fuzz.search.libfuzzer import DETECTED_LINE, harness_command  # noqa: E402
 
 READY, FOUND = "gdnfuzz-bench-ready", DETECTED_LINE
+HARDER = (  # (candidate, the finding class that counts)
+    ("bench/mutants/ignore_eagle_block_drop.py:split", "any"),
+    ("bench/mutants/early_aligned_end.py:split", "any"),
+    ("bench/mutants/ignore_external_start.py:split", "correctness"),
+    ("bench/mutants/checkpoint_every_final_chunk.py:split", "correctness"),
+    ("bench/mutants/drop_junction_stop.py:split", "any"),
+)
 
 
-def random_worker(seed: int, candidate: str, reference: str, budget: float) -> None:
+def random_worker(seed: int, candidate: str, reference: str, budget: float, fail_on_name: str) -> None:
     from fuzz.errors import ConfigRejected
     from fuzz.model.policies import resolve_policy
-    from fuzz.oracle.signature import signature
+    from fuzz.model.result import FailOn
+    from fuzz.oracle.signature import finding_signature
     from fuzz.search.generate import random_scenario
     from fuzz.triage.replay import replay
+
+    fail_on = FailOn(fail_on_name)
 
     cand, ref = resolve_policy(candidate), resolve_policy(reference)
     rng = random.Random(seed)
@@ -52,9 +68,9 @@ def random_worker(seed: int, candidate: str, reference: str, budget: float) -> N
             replayed = replay(scenario, cand, ref)
         except ConfigRejected:
             continue
-        if replayed.verdict.status == "diverged":
-            print(f"{FOUND} {signature(replayed.verdict, scenario, replayed.candidate)} execs={execs}",
-                  file=sys.stderr, flush=True)
+        sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
+        if sig != "clean":
+            print(f"{FOUND} {sig} execs={execs}", file=sys.stderr, flush=True)
             return
 
 
@@ -83,34 +99,47 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=300)
     ap.add_argument("--candidate", default="pre-51113")
     ap.add_argument("--reference", default="vllm")
+    ap.add_argument("--fail-on", default="correctness", choices=["correctness", "efficiency", "any"])
+    ap.add_argument("--harder", action="store_true", help="run the HARDER target set instead of --candidate")
     ap.add_argument("--random-worker", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.random_worker is not None:
-        random_worker(args.random_worker, args.candidate, args.reference, args.budget)
+        random_worker(args.random_worker, args.candidate, args.reference, args.budget, args.fail_on)
         return
+    targets = HARDER if args.harder else ((args.candidate, args.fail_on),)
+    table = [compare(candidate, fail_on, args) for candidate, fail_on in targets]
+    print(f"\nbudget {args.budget:.0f}s per side, seeds {args.seeds}, reference {args.reference}; "
+          "time not found counted as the budget")
+    print("| target | fail on | guided found | guided median | random found | random median | random/guided |")
+    print("|---|---|---|---|---|---|---|")
+    for row in table:
+        print("| " + " | ".join(row) + " |")
+
+
+def compare(candidate: str, fail_on: str, args: argparse.Namespace) -> list[str]:
+    """Guided then random on ``candidate`` for every seed; one table row."""
     rows = []
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
-            env = {**os.environ, "GDNFUZZ_CANDIDATE": args.candidate, "GDNFUZZ_REFERENCE": args.reference,
-                   "GDNFUZZ_CRASHES": f"{tmp}/crashes", "GDNFUZZ_REGRESSIONS": "", "GDNFUZZ_MINIMIZE_SECONDS": "0"}
+            env = {**os.environ, "GDNFUZZ_CANDIDATE": candidate, "GDNFUZZ_REFERENCE": args.reference,
+                   "GDNFUZZ_FAIL_ON": fail_on, "GDNFUZZ_CRASHES": f"{tmp}/crashes", "GDNFUZZ_REGRESSIONS": "",
+                   "GDNFUZZ_MINIMIZE_SECONDS": "0"}
             os.makedirs(f"{tmp}/queue")
             guided = measure(harness_command([f"-seed={seed}", "-max_len=16384",
                                               f"-max_total_time={int(args.budget) + 60}", f"{tmp}/queue"]),
                              env, args.budget, "INITED")
             plain = measure([sys.executable, __file__, "--random-worker", str(seed), "--budget", str(args.budget),
-                             "--candidate", args.candidate, "--reference", args.reference], env, args.budget, READY)
-        rows.append((seed, guided, plain))
-        print(f"seed {seed}: guided {_fmt(guided[0])} ({guided[1]})  random {_fmt(plain[0])} ({plain[1]})", flush=True)
-    budget = args.budget
-    g = [r[1][0] if r[1][0] is not None else budget for r in rows]
-    p = [r[2][0] if r[2][0] is not None else budget for r in rows]
-    print(f"\ncandidate {args.candidate} vs {args.reference}, budget {budget:.0f}s, seeds {args.seeds}")
-    print(f"guided: found {sum(r[1][0] is not None for r in rows)}/{len(rows)}, median {statistics.median(g):.1f}s, "
-          f"worst {max(g):.1f}s")
-    print(f"random: found {sum(r[2][0] is not None for r in rows)}/{len(rows)}, median {statistics.median(p):.1f}s, "
-          f"worst {max(p):.1f}s")
-    print(f"median ratio random/guided: {statistics.median(p) / max(statistics.median(g), 1e-3):.2f} "
-          "(time not found counted as the budget)")
+                             "--candidate", candidate, "--reference", args.reference, "--fail-on", fail_on],
+                            env, args.budget, READY)
+        rows.append((guided, plain))
+        print(f"{candidate} seed {seed}: guided {_fmt(guided[0])} ({guided[1]})  random {_fmt(plain[0])} "
+              f"({plain[1]})", flush=True)
+    g = [r[0][0] if r[0][0] is not None else args.budget for r in rows]
+    p = [r[1][0] if r[1][0] is not None else args.budget for r in rows]
+    found = (sum(r[0][0] is not None for r in rows), sum(r[1][0] is not None for r in rows))
+    name = Path(candidate.split(":")[0]).stem
+    return [name, fail_on, f"{found[0]}/{len(rows)}", f"{statistics.median(g):.1f}s", f"{found[1]}/{len(rows)}",
+            f"{statistics.median(p):.1f}s", f"{statistics.median(p) / max(statistics.median(g), 1e-3):.2f}"]
 
 
 def _fmt(seconds: float | None) -> str:
