@@ -97,7 +97,6 @@ def _reset(pool: Any) -> None:
         block.ref_cnt = 0
         block._block_hash = None
         block._block_hash_num_tokens = None
-        block.prev_free_block = block.next_free_block = None
         block.is_null = False
     pool.free_block_queue = FreeKVCacheBlockQueue(pool.blocks)  # relinks every block in id order
     pool.cached_block_hash_to_block = BlockHashToBlockMap()
