@@ -7,7 +7,9 @@ the same candidate/reference policies, from an empty corpus:
 - random: fresh scenarios from ``fuzz.search.generate.random_scenario`` (the same biased
   generator the fuzzer's byte decoder uses), no feedback.
 Each stops at its first finding of the class the target counts (``--fail-on``: correctness, or
-``any`` for the efficiency mutants, whose slots stay exact). Times are counted from the moment the
+``any`` for the efficiency mutants, whose slots stay exact) that the candidate brought: a finding
+the reference has too (``both-side-``, vLLM's own bugs, found under any candidate) does not count.
+The guided worker runs with ``gdnfuzz run``'s libFuzzer flags (``DEFAULT_FLAGS``) and step bound. Times are counted from the moment the
 worker is ready (libFuzzer's INITED line / the first scenario run), so
 ``import vllm`` and instrumentation are not charged to either side.
 
@@ -16,7 +18,8 @@ worker is ready (libFuzzer's INITED line / the first scenario run), so
 
 ``--harder`` runs the target set of ``HARDER``: split mutants under ``bench/mutants/`` that reach
 branches the seed bug does not (EAGLE block drop, early aligned ends, external tokens, internal
-checkpoints, shared-prefix junctions), two of them efficiency-only, and prints one table.
+checkpoints, shared-prefix junctions, a deep state: a request resumed after preemption), two of them
+efficiency-only, and prints one table.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the random worker runs this file: it must import this tree's fuzz/
 
-from fuzz.search.libfuzzer import DETECTED_LINE, harness_command  # noqa: E402
+from fuzz.oracle.signature import reference_is_wrong  # noqa: E402
+from fuzz.search.libfuzzer import DEFAULT_FLAGS, DETECTED_LINE, harness_command  # noqa: E402
 
 READY, FOUND = "gdnfuzz-bench-ready", DETECTED_LINE
 HARDER = (  # (candidate, the finding class that counts)
@@ -43,6 +47,7 @@ HARDER = (  # (candidate, the finding class that counts)
     ("bench/mutants/ignore_external_start.py:split", "correctness"),
     ("bench/mutants/checkpoint_every_final_chunk.py:split", "correctness"),
     ("bench/mutants/drop_junction_stop.py:split", "any"),
+    ("bench/mutants/misalign_after_preemption.py:split", "correctness"),
 )
 
 
@@ -69,7 +74,7 @@ def random_worker(seed: int, candidate: str, reference: str, budget: float, fail
         except ConfigRejected:
             continue
         sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
-        if sig != "clean":
+        if sig != "clean" and not reference_is_wrong(sig):
             print(f"{FOUND} {sig} execs={execs}", file=sys.stderr, flush=True)
             return
 
@@ -83,7 +88,7 @@ def measure(cmd: list[str], env: dict[str, str], budget: float, ready_marker: st
         now = time.monotonic()
         if ready is None and ready_marker in line:
             ready = now
-        if line.startswith(FOUND) and ready is not None:
+        if line.startswith(FOUND) and ready is not None and not reference_is_wrong(line.split()[1]):
             found = (now - ready, line.split()[1])
             break
         if ready is not None and now - ready > budget:
@@ -125,7 +130,7 @@ def compare(candidate: str, fail_on: str, args: argparse.Namespace) -> list[str]
                    "GDNFUZZ_FAIL_ON": fail_on, "GDNFUZZ_CRASHES": f"{tmp}/crashes", "GDNFUZZ_REGRESSIONS": "",
                    "GDNFUZZ_MINIMIZE_SECONDS": "0"}
             os.makedirs(f"{tmp}/queue")
-            guided = measure(harness_command([f"-seed={seed}", "-max_len=16384",
+            guided = measure(harness_command([*DEFAULT_FLAGS, f"-seed={seed}",
                                               f"-max_total_time={int(args.budget) + 60}", f"{tmp}/queue"]),
                              env, args.budget, "INITED")
             plain = measure([sys.executable, __file__, "--random-worker", str(seed), "--budget", str(args.budget),

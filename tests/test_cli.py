@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from conftest import seed_case
 
 from fuzz.cli import main
@@ -43,6 +44,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     rejected.write_text(json.dumps(data))
     assert main(["replay", str(rejected)]) == 2
     assert "vLLM rejects" in _one_line_error(capsys)
+
+
+def test_a_bad_step_bound_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "--max-steps", "0"])
+    assert exit_.value.code == 2 and "--max-steps: expected a positive whole number" in capsys.readouterr().err
 
 
 def test_external_tokens_run_on_the_sim_tier_through_the_connector(tmp_path, capsys):

@@ -4,6 +4,10 @@
   built from scratch by ``EngineArgs`` field by field, and vLLM rejects the same knob sets with the
   same reason.
 - A recycled block pool is, field by field and in free-queue order, a new ``BlockPool``.
+- Every request's block hashes, computed through the memoized hasher (``workers.sim.block_hashes``),
+  are what vLLM's own hasher computes for its tokens.
+- The audit's view of the Mamba hash entries (``workers.sim.hash_index``) is, after every step, what a
+  scan of the pool's whole hash index reads, in the same order.
 - Whole runs on schedulers built with both (and with the incremental audit) are identical, every
   field of every ``RunResult``, to runs on schedulers built new each time.
 """
@@ -20,8 +24,10 @@ import workers.sim.scheduler as scheduler_module
 from fuzz.errors import ConfigRejected
 from fuzz.model.policies import resolve_policy
 from fuzz.search.generate import random_scenario
+from workers.sim.block_hashes import vllm_block_hasher
 from workers.sim.block_pools import BlockPoolStock
-from workers.sim.executor import SimExecutor
+from workers.sim.executor import MAMBA_GROUP, SimExecutor
+from workers.sim.hash_index import scan
 from workers.sim.scheduler import ConfigKey, vllm_config_for
 
 PER_BUILD_IDS = ("instance_id", "engine_id")  # fresh per build in vLLM itself
@@ -87,22 +93,40 @@ def test_a_recycled_pool_is_a_new_pool(sim):
     try:
         executor.run(scenario, resolve_policy("naive"))  # leaves hashes, freed blocks out of order
         assert stock.built == 1 and len(stock._idle) == 1
-        (used,) = stock._idle.values()
+        ((_, used, touched),) = stock._idle.values()
+        assert 1 < touched < used.num_gpu_blocks  # only the blocks the run allocated are reset
         assert pool_state(used)["queue"] != sorted(pool_state(used)["queue"])
         recycled = stock.take(used.num_gpu_blocks, True, used.hash_block_size)
+        assert recycled is used and stock.reused == 1
+        assert pool_state(recycled) == pool_state(BlockPool(used.num_gpu_blocks, True, used.hash_block_size))
+        executor.run(scenario, resolve_policy("naive"))  # builds a second pool (the first is held here)
+        ((_, second, _),) = stock._idle.values()
+        smaller = second.num_gpu_blocks // 3
+        cut = stock.take(smaller, True, second.hash_block_size)  # the same pool, its first blocks only
     finally:
         scheduler_module._pool_stock = real_stock
-    assert recycled is used and stock.reused == 1
-    assert pool_state(recycled) == pool_state(BlockPool(used.num_gpu_blocks, True, used.hash_block_size))
+    assert cut is second and stock.reused == 2
+    assert pool_state(cut) == pool_state(BlockPool(smaller, True, second.hash_block_size))
+
 
 
 def test_a_pool_still_in_use_is_not_taken_back():
+    stock = BlockPoolStock()
+    pool = stock.take(64, True, 16)
+    pool.get_new_blocks(3)
+    stock.give_back(pool)
+    assert not stock._idle
+
+
+def test_a_pool_serves_only_its_own_arguments_and_no_larger_count():
     from vllm.v1.core.block_pool import BlockPool
 
     stock = BlockPoolStock()
-    pool = BlockPool(64, True, 16)
-    pool.get_new_blocks(3)
+    pool = stock.take(64, True, 16)
     stock.give_back(pool)
+    assert stock.take(65, True, 16) is not pool and stock.take(64, True, 32) is not pool
+    assert stock.take(64, True, 16) is pool and stock.built == 3
+    stock.give_back(BlockPool(64, True, 16))  # not handed out by this stock: what it touched is unknown
     assert not stock._idle
 
 
@@ -137,3 +161,53 @@ def test_runs_on_reused_parts_equal_runs_on_fresh_schedulers(sim, policy, monkey
     monkeypatch.setattr(scheduler_module, "vllm_config_for", scheduler_module.vllm_config_for.__wrapped__)
     assert results() == reused
     assert fresh_stock.reused == 0 and fresh_stock.built == len(scenarios)
+
+
+def test_the_watched_mamba_entries_are_a_full_scan_after_every_step(sim, monkeypatch):
+    """Generated scenarios (preemption, eviction, several hashes per block) under two policies."""
+    audit = SimExecutor._audit
+    seen = {"steps": 0, "shrank": 0}
+
+    def checked(self: SimExecutor, run: Any, step: int) -> None:
+        watched = list(run.hash_index.current().items())
+        assert watched == list(scan(run.scheduler.kv_cache_manager.block_pool.cached_block_hash_to_block,
+                                    MAMBA_GROUP).items())
+        seen["shrank"] += len(watched) < seen.get(id(run), 0)
+        seen[id(run)] = len(watched)
+        seen["steps"] += 1
+        audit(self, run, step)
+
+    monkeypatch.setattr(SimExecutor, "_audit", checked)
+    rng = random.Random(31)
+    executor = SimExecutor()
+    for policy in ("vllm", "naive"):
+        for scenario in [random_scenario(rng) for _ in range(40)]:
+            executor.run(scenario, resolve_policy(policy))
+    assert seen["steps"] > 1000 and seen["shrank"] > 0  # entries were evicted, not only added
+
+
+def test_memoized_block_hashes_are_vllms(sim, monkeypatch):
+    """Each finished request's hashes against vLLM's hasher over its prompt and outputs, from scratch."""
+    from vllm.sampling_params import SamplingParams
+    from vllm.v1.request import Request
+
+    collect = SimExecutor._collect
+    compared: list[int] = []
+
+    def checked(run: Any) -> None:
+        collect(run)
+        scheduler = run.scheduler
+        fresh = vllm_block_hasher(scheduler.hash_block_size, scheduler.cache_config.prefix_caching_hash_algo)
+        for rid, request in run.vllm_requests.items():
+            rebuilt = Request(rid, list(request.all_token_ids), SamplingParams(max_tokens=1), None,
+                              block_hasher=fresh)
+            assert request.block_hashes == rebuilt.block_hashes
+            compared.append(len(request.block_hashes))
+
+    monkeypatch.setattr(SimExecutor, "_collect", staticmethod(checked))
+    rng = random.Random(37)
+    executor = SimExecutor()
+    scenarios = [random_scenario(rng) for _ in range(30)]
+    for scenario in scenarios + scenarios:  # the second pass is served from the memo
+        executor.run(scenario, resolve_policy("vllm"))
+    assert len(compared) > 100 and sum(compared) > 5000

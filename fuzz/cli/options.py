@@ -50,6 +50,17 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
 
 
+def positive_int(text: str) -> int:
+    """argparse's type for a count that must be at least 1 (a bad value: one-line usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
 def policies_of(args: argparse.Namespace) -> tuple[Policy, Policy]:
     """The candidate and reference the user named (a bad one raises PolicyError, exit 2)."""
     return resolve_policy(args.candidate), resolve_policy(args.reference)

@@ -13,8 +13,9 @@ from collections import Counter
 from typing import Any
 
 from fuzz.cli.merge import add_merge_args, run_merge
-from fuzz.cli.options import add_fail_on_arg, add_policy_args, add_store_args, policies_of
+from fuzz.cli.options import add_fail_on_arg, add_policy_args, add_store_args, policies_of, positive_int
 from fuzz.search.libfuzzer import Progress
+from fuzz.search.mutate import MAX_STEPS
 from fuzz.search.rerun import merge_request
 from fuzz.search.supervisor import run_workers
 
@@ -55,6 +56,9 @@ def add_parser(sub: Any) -> None:
     add_store_args(p)
     p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes")
     p.add_argument("--minimize-time", type=float, default=60.0, help="seconds to minimize each new signature")
+    p.add_argument("--max-steps", type=positive_int, default=MAX_STEPS,
+                   help="drop mutations whose requests, run one after another, take more scheduler steps "
+                        f"(the structural -max_len; default {MAX_STEPS})")
     p.add_argument("--no-regressions", action="store_true", help="do not add findings to corpus/regressions")
     add_merge_args(p)
     p.add_argument("libfuzzer", nargs="*",

@@ -6,7 +6,9 @@ scheduler); the executor that armed it catches it and records ``Fault(kind="hang
 
 Invariants kept here:
 - the deadline interrupts with a signal sent to the main thread by one watchdog thread (started
-  once, re-armed per run: a thread per run cost more than a short sim run), not with
+  once, re-armed per run: a thread per run cost more than a short sim run; arming does not wake it,
+  since a wake-up per run is a thread switch per run: it looks every ``TICK_S`` and fires at most
+  that late, and only a deadline shorter than a tick wakes it), not with
   ``SIGALRM``/``ITIMER_REAL``, which libFuzzer (``-timeout``) already owns; the signal's handler is
   installed once and never removed, and raises only while a deadline is armed and expired, so a
   late signal after the run finished is ignored, never a crash;
@@ -33,6 +35,7 @@ from fuzz.errors import InputError
 DEADLINE_ENV = "GDNFUZZ_DEADLINE_S"
 DEFAULT_DEADLINE_S = 120.0  # sim and kernel tiers; a sim run of the largest valid scenario takes seconds
 DEADLINE_SIGNAL = signal.SIGRTMIN + 3  # unused by libFuzzer, Python and vLLM
+TICK_S = 0.25  # the watchdog's longest sleep
 
 
 class DeadlineExceeded(BaseException):
@@ -54,7 +57,7 @@ class _Armed:
 
 def _watch(main: int) -> None:
     """The watchdog thread (one per process, started on the first arming): sleeps until the armed
-    deadline or a re-arm, and signals the main thread when a generation's deadline passes."""
+    deadline, a tick, or a wake-up, and signals the main thread when a generation's deadline passes."""
     with _Armed.wake:
         while True:
             generation, due = _Armed.generation, _Armed.due
@@ -64,7 +67,7 @@ def _watch(main: int) -> None:
                 _Armed.due = math.inf
                 signal.pthread_kill(main, DEADLINE_SIGNAL)
                 continue
-            _Armed.wake.wait(None if math.isinf(left) else left)
+            _Armed.wake.wait(min(left, TICK_S))
 
 
 def set_deadline(seconds: float) -> None:
@@ -111,11 +114,13 @@ def run_deadline(seconds: float | None = None) -> Iterator[bool]:
         _Armed.wake = threading.Condition()
         _Armed.watchdog_pid = os.getpid()
         threading.Thread(target=_watch, args=(main,), name="gdnfuzz-deadline", daemon=True).start()
+    length = deadline_seconds() if seconds is None else seconds
     with _Armed.wake:
         _Armed.generation += 1
-        _Armed.due = time.monotonic() + (deadline_seconds() if seconds is None else seconds)
+        _Armed.due = time.monotonic() + length
         _Armed.active = True
-        _Armed.wake.notify()
+        if length < TICK_S:
+            _Armed.wake.notify()
     try:
         yield True
     finally:

@@ -20,11 +20,14 @@ Settings come from the environment (set by ``gdnfuzz run`` and the campaign):
 GDNFUZZ_CANDIDATE, GDNFUZZ_REFERENCE, GDNFUZZ_CRASHES (this worker's raw bundles),
 GDNFUZZ_FAIL_ON (correctness, efficiency or any: which class of finding is saved;
 see ``fuzz.oracle.efficiency``), GDNFUZZ_COMMITTED (os.pathsep-separated corpus dirs
-of committed inputs).
+of committed inputs), GDNFUZZ_MAX_STEPS (the bound on a mutation's cost,
+``fuzz.search.mutate.serial_steps``).
 """
 
 from __future__ import annotations
 
+import functools
+import gc
 import hashlib
 import importlib.util
 import os
@@ -40,7 +43,7 @@ from fuzz.oracle.finding import Finding
 from fuzz.oracle.judge import self_consistent
 from fuzz.oracle.signature import finding_signature
 from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE
-from fuzz.search.mutate import crossover, decode, mutate
+from fuzz.search.mutate import MAX_STEPS, crossover, decode, mutate
 from fuzz.store.bundle import save_finding
 from fuzz.tiers import KERNEL_CONFORMANCE_TARGET, executor_for, load
 from fuzz.triage.replay import replay
@@ -96,6 +99,7 @@ class HarnessSettings:
     crashes: Path  # where this worker's raw bundles go (one writer: this process)
     fail_on: FailOn = FailOn.CORRECTNESS
     committed: tuple[Path, ...] = ()  # corpus dirs of committed inputs (seeds, regressions): their hits are replays
+    max_steps: int = MAX_STEPS  # mutations costing more scheduler steps are dropped
 
     @classmethod
     def from_env(cls) -> HarnessSettings:
@@ -106,6 +110,7 @@ class HarnessSettings:
             crashes=Path(os.environ.get("GDNFUZZ_CRASHES", "crashes")),
             fail_on=FailOn(os.environ.get("GDNFUZZ_FAIL_ON", FailOn.CORRECTNESS)),
             committed=tuple(Path(d) for d in committed.split(os.pathsep) if d),
+            max_steps=int(os.environ.get("GDNFUZZ_MAX_STEPS", MAX_STEPS)),
         )
 
 
@@ -158,6 +163,21 @@ class FuzzTarget:
         print(f"{FINDING_LINE} {sig} {bundle}", file=sys.stderr, flush=True)
 
 
+GC_THRESHOLDS = (10_000, 50, 100)  # CPython's defaults: (700, 10, 10)
+
+
+def settle_heap() -> None:
+    """Once vLLM, torch and transformers are imported: their millions of long-lived objects leave the
+    collector's generations (``gc.freeze``), and collections run less often (``GC_THRESHOLDS``: young
+    ones every 10,000 allocations). An input allocates tens of thousands of short-lived objects
+    (requests, block lists, states), so with the defaults the collector ran every few hundred
+    allocations and its full passes walked the whole of vLLM and torch. Cycles among new objects are
+    still collected."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def main(argv: list[str]) -> None:
     """GDNFUZZ_TARGET=split (default): the differential split target; =kernels: kernel conformance."""
     import atheris
@@ -169,8 +189,12 @@ def main(argv: list[str]) -> None:
         atheris.Fuzz()
         return
     instrument_vllm()
-    target = FuzzTarget(HarnessSettings.from_env())
-    atheris.Setup(argv, target.test_one_input, custom_mutator=mutate, custom_crossover=crossover)
+    settings = HarnessSettings.from_env()
+    target = FuzzTarget(settings)
+    settle_heap()
+    atheris.Setup(argv, target.test_one_input,
+                  custom_mutator=functools.partial(mutate, max_steps=settings.max_steps),
+                  custom_crossover=functools.partial(crossover, max_steps=settings.max_steps))
     atheris.Fuzz()
 
 

@@ -9,7 +9,11 @@ mutations (registered with ``@mutation``), and re-encodes; a share of calls
 hands the bytes to libFuzzer's own mutator or starts from a fresh scenario.
 
 Invariant: every output of ``mutate`` and ``crossover`` decodes to a scenario
-that passes validation; a mutation whose result fails validation is dropped.
+that passes validation; a mutation whose result fails validation is dropped, and so
+is one whose ``serial_steps`` exceeds ``max_steps`` (the structural counterpart of
+libFuzzer's ``-max_len``: a slow input makes every mutation of it slow, so a few
+thousand-step scenarios would take most of the fuzzer's time). Corpus inputs are
+run whatever their size.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ Mutation = Callable[[Scenario, random.Random], Scenario]
 MUTATIONS: dict[str, Mutation] = {}
 RAW_MUTATION_RATE = 0.1  # share of mutations left to libFuzzer's byte-level mutator
 FRESH_RATE = 0.1  # share replaced by a freshly generated scenario (a generation phase, as Hypothesis has)
+MAX_STEPS = 256  # default bound on a mutation's ``serial_steps`` (``gdnfuzz run --max-steps``)
 
 
 def mutation(fn: Mutation) -> Mutation:
@@ -78,8 +83,9 @@ def encode(scenario: Scenario) -> bytes:
     return canonical_json(scenario).encode()
 
 
-def _valid(scenario: Scenario) -> Scenario | None:
-    """The scenario re-validated, its KV pool grown back to one request if a mutation outgrew it."""
+def _valid(scenario: Scenario, max_steps: int = MAX_STEPS) -> Scenario | None:
+    """The scenario re-validated, its KV pool grown back to one request if a mutation outgrew it;
+    None if it is invalid or costs more than ``max_steps`` (``serial_steps``)."""
     try:
         scenario = Scenario.from_dict(scenario.to_dict())
     except ScenarioError:
@@ -87,7 +93,21 @@ def _valid(scenario: Scenario) -> Scenario | None:
     blocks = scenario.engine.num_kv_blocks
     if blocks is not None and blocks < required_kv_blocks(scenario):
         scenario = scenario.with_engine(num_kv_blocks=tight_kv_blocks(scenario, 0.0))
-    return scenario
+    return scenario if serial_steps(scenario) <= max_steps else None
+
+
+def serial_steps(scenario: Scenario) -> int:
+    """The scheduler steps the scenario takes with its requests run one after another: the last
+    arrival, then each prompt in chunks of the smallest step budget (or the long-prefill threshold)
+    and one step per output token. Concurrent requests share steps, so a run takes about this many
+    or fewer (preemption can add some); it is what a mutation's cost is bounded by."""
+    e = scenario.engine
+    chunk = min((e.max_num_batched_tokens, *e.step_budgets))
+    if e.long_prefill_token_threshold > 0:
+        chunk = min(chunk, e.long_prefill_token_threshold)
+    lengths = prompt_lengths(scenario)
+    return max(r.arrival_step for r in scenario.requests) + sum(
+        -(-lengths[r.id] // max(chunk, 1)) + r.max_tokens for r in scenario.requests)
 
 
 def _replace_request(s: Scenario, index: int, **changes: Any) -> Scenario:
@@ -285,15 +305,15 @@ def external_prefix(s: Scenario, rng: random.Random) -> Scenario:
 # ---------------------------------------------------------------- hooks
 
 
-def mutate_scenario(s: Scenario, rng: random.Random) -> Scenario:
+def mutate_scenario(s: Scenario, rng: random.Random, max_steps: int = MAX_STEPS) -> Scenario:
     for _ in range(rng.randint(1, 3)):
-        candidate = _valid(MUTATIONS[rng.choice(sorted(MUTATIONS))](s, rng))
+        candidate = _valid(MUTATIONS[rng.choice(sorted(MUTATIONS))](s, rng), max_steps)
         if candidate is not None:
             s = candidate
     return s
 
 
-def mutate(data: bytes, max_size: int, seed: int) -> bytes:
+def mutate(data: bytes, max_size: int, seed: int, max_steps: int = MAX_STEPS) -> bytes:
     """atheris custom_mutator: structural most of the time, libFuzzer's own bytes otherwise."""
     rng = random.Random(seed)
     roll = rng.random()
@@ -302,11 +322,11 @@ def mutate(data: bytes, max_size: int, seed: int) -> bytes:
 
         return atheris.Mutate(data, max_size)
     fresh = roll < RAW_MUTATION_RATE + FRESH_RATE
-    out = encode(random_scenario(rng) if fresh else mutate_scenario(decode(data), rng))
+    out = encode(random_scenario(rng) if fresh else mutate_scenario(decode(data), rng, max_steps))
     return out if len(out) <= max_size else data[:max_size]
 
 
-def crossover(data1: bytes, data2: bytes, max_size: int, seed: int) -> bytes:
+def crossover(data1: bytes, data2: bytes, max_size: int, seed: int, max_steps: int = MAX_STEPS) -> bytes:
     """atheris custom_crossover: one parent's engine, requests from both (ids and segments renamed)."""
     rng = random.Random(seed)
     a, b = decode(data1), decode(data2)
@@ -319,6 +339,6 @@ def crossover(data1: bytes, data2: bytes, max_size: int, seed: int) -> bytes:
                 prompt=tuple(rename.get(p, p) if isinstance(p, str) else p for p in r.prompt))
         for r in b.requests[: rng.randint(1, len(b.requests))]
     )
-    child = _valid(replace(a, segments=segments, requests=(a.requests + borrowed)[:8]))
+    child = _valid(replace(a, segments=segments, requests=(a.requests + borrowed)[:8]), max_steps)
     out = encode(child) if child is not None else data1
     return out if len(out) <= max_size else data1[:max_size]

@@ -56,7 +56,8 @@ def worker_env(args: argparse.Namespace, raw: Path) -> dict[str, str]:
     committed = corpus_dirs(Path(args.corpus))[1:]  # seeds and regressions, after the queue
     return {**os.environ, "GDNFUZZ_CANDIDATE": args.candidate, "GDNFUZZ_REFERENCE": args.reference,
             "GDNFUZZ_CRASHES": str(raw), "GDNFUZZ_COMMITTED": os.pathsep.join(committed),
-            "GDNFUZZ_FAIL_ON": str(args.fail_on), "GDNFUZZ_TARGET": args.target, "VLLM_LOGGING_LEVEL": "ERROR"}
+            "GDNFUZZ_FAIL_ON": str(args.fail_on), "GDNFUZZ_TARGET": args.target, "VLLM_LOGGING_LEVEL": "ERROR",
+            "GDNFUZZ_MAX_STEPS": str(args.max_steps)}
 
 
 def reducer_env(args: argparse.Namespace, deadline: float | None) -> dict[str, str]:

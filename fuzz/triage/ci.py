@@ -27,6 +27,7 @@ from fuzz.model.scenario import load_scenario
 from fuzz.oracle.finding import replay_argv
 from fuzz.oracle.signature import finding_signature, reference_is_wrong
 from fuzz.search.libfuzzer import Progress
+from fuzz.search.mutate import MAX_STEPS
 from fuzz.search.supervisor import run_workers
 from fuzz.triage.replay import replay
 
@@ -154,7 +155,7 @@ def fuzz(committed: Path, paths: CiPaths, candidate: Policy, reference: Policy, 
     settings = argparse.Namespace(
         candidate=candidate.spec, reference=reference.spec, corpus=str(paths.corpus), crashes=str(paths.crashes),
         no_regressions=True, minimize_time=minimize_seconds, target="split", fail_on=fail_on,
-        max_time=seconds, runs=0, seed=seed, jobs=jobs, libfuzzer=[])
+        max_time=seconds, runs=0, seed=seed, jobs=jobs, libfuzzer=[], max_steps=MAX_STEPS)
     progress = Progress()
     run_workers(settings, progress)
     cases: dict[str, Case] = {}

@@ -3,7 +3,14 @@
 Building a Scheduler is mostly building its pool's ``KVCacheBlock`` objects (one per block, a
 dataclass ``__init__`` each: 2 ms of a 4 ms build for 1500 blocks). A sim run ends with every
 request finished, so its pool is drained: every block but the null block is free. Resetting such a
-pool costs a fraction of a new one, and the rest of the Scheduler is still built new by vLLM.
+pool costs a fraction of a new one, and the rest of the Scheduler is still built new by vLLM. A
+pool serves any later build with the same arguments and at most as many blocks: it keeps its first
+``num_gpu_blocks`` blocks (ids 0 to n-1, as a new pool numbers them) and drops the rest.
+
+Only the blocks a run touched are reset. vLLM's free queue hands blocks out from its front, which in
+a new pool is block id order, and puts freed blocks at its back; so every block above the highest id
+the front ever handed out (``_Front``, which observes the queue's two front pops) was never allocated,
+still has a new block's fields, and is still linked to its neighbours in id order.
 
 Invariants kept here:
 - a pool ``BlockPoolStock.take`` returns is indistinguishable from ``BlockPool(...)`` with the same
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,7 +47,8 @@ BLOCK_FIELDS = frozenset({
 
 
 class BlockPoolStock:
-    """Idle drained pools by construction arguments (least recently used dropped beyond ``size``)."""
+    """Idle drained pools by construction arguments but the block count (at most ``size`` pools kept,
+    the least recently given back dropped first)."""
 
     def __init__(self, size: int = 32):
         from vllm.v1.core.block_pool import BlockPool
@@ -47,61 +56,107 @@ class BlockPoolStock:
 
         self.size = size
         self._signature = inspect.signature(BlockPool)
-        self._idle: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._idle: OrderedDict[int, tuple[tuple[Any, ...], Any, int]] = OrderedDict()  # id -> (key, pool, touched)
+        self._fronts: weakref.WeakKeyDictionary[Any, _Front] = weakref.WeakKeyDictionary()  # pools handed out
         self.enabled = {f.name for f in dataclasses.fields(KVCacheBlock)} == BLOCK_FIELDS and set(
             vars(BlockPool(1, True, 1))) == POOL_FIELDS
         self.reused = self.built = 0
 
     def take(self, *args: Any, **kwargs: Any) -> Any:
-        """``BlockPool(*args, **kwargs)``: a recycled pool when one with these arguments is idle."""
+        """``BlockPool(*args, **kwargs)``: the smallest idle pool with these arguments and enough
+        blocks, cut to size and reset, when there is one."""
         from vllm.v1.core.block_pool import BlockPool
 
-        key = self._key(args, kwargs)
-        pool = self._idle.pop(key, None) if key is not None else None
-        if pool is None:
+        key, num_blocks = self._key(args, kwargs)
+        fitting = [(len(p.blocks), i) for i, (k, p, _) in self._idle.items() if k == key and len(p.blocks) >= num_blocks]
+        if key is None or not fitting:
             self.built += 1
-            return BlockPool(*args, **kwargs)
-        self.reused += 1
-        _reset(pool)
+            pool = BlockPool(*args, **kwargs)
+        else:
+            _, pool, touched = self._idle.pop(min(fitting)[1])
+            self.reused += 1
+            _reset(pool, num_blocks, min(touched, num_blocks))
+        if key is not None:
+            self._fronts[pool] = _Front(pool.free_block_queue)
         return pool
 
     def give_back(self, pool: Any) -> None:
         """Keep ``pool`` for a later ``take`` if it is drained (no block in use, nothing pending)."""
-        key = self._key((), {name: getattr(pool, name) for name in self._signature.parameters})
+        key, _ = self._key((), {name: getattr(pool, name) for name in self._signature.parameters})
         drained = (pool.get_num_free_blocks() == pool.num_gpu_blocks - 1 and not pool._reuse_watchers
                    and not pool.kv_event_queue)
-        if key is None or not drained:
+        front = self._fronts.pop(pool, None)
+        if key is None or not drained or front is None or front.queue is not pool.free_block_queue:
             return
-        self._idle[key] = pool
-        self._idle.move_to_end(key)
+        self._idle[id(pool)] = (key, pool, front.highest + 1)
         while len(self._idle) > self.size:
             self._idle.popitem(last=False)
 
-    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...] | None:
-        """The construction arguments, or None for a pool that is never recycled."""
-        if not self.enabled:
-            return None
+    def _key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...] | None, int]:
+        """The construction arguments but ``num_gpu_blocks`` (None for a pool never recycled), and that count."""
         bound = self._signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        if bound.arguments["metrics_collector"] is not None or bound.arguments["enable_kv_cache_events"]:
-            return None
-        return tuple(sorted(bound.arguments.items()))
+        arguments = dict(bound.arguments)
+        num_blocks = arguments.pop("num_gpu_blocks")
+        if not self.enabled or arguments["metrics_collector"] is not None or arguments["enable_kv_cache_events"]:
+            return None, num_blocks
+        return tuple(sorted(arguments.items())), num_blocks
 
 
-def _reset(pool: Any) -> None:
-    """Every field of ``pool`` and its blocks as ``BlockPool.__init__`` sets them (see POOL_FIELDS)."""
+class _Front:
+    """The highest block id ``queue`` (a ``FreeKVCacheBlockQueue``) has handed out from its front since
+    it was made: its ``popleft`` and ``popleft_n`` are observed on this instance, results unchanged."""
+
+    def __init__(self, queue: Any):
+        self.queue = queue
+        self.highest = 0  # the null block, popped when the pool was made or reset
+        popleft, popleft_n = queue.popleft, queue.popleft_n
+
+        def observed_popleft() -> Any:
+            block = popleft()
+            self.highest = max(self.highest, block.block_id)
+            return block
+
+        def observed_popleft_n(n: int) -> list[Any]:
+            blocks = popleft_n(n)
+            if blocks:
+                self.highest = max(self.highest, max(b.block_id for b in blocks))
+            return blocks
+
+        queue.popleft, queue.popleft_n = observed_popleft, observed_popleft_n
+
+
+def _reset(pool: Any, num_blocks: int, touched: int) -> None:
+    """Every field of ``pool`` and its first ``num_blocks`` blocks as ``BlockPool.__init__`` sets them
+    (see POOL_FIELDS), given that blocks ``touched`` and above were never allocated; the free queue is
+    vLLM's own, with the touched blocks reset and relinked in block id order before the untouched ones."""
     from vllm.v1.core.block_pool import BlockHashToBlockMap
     from vllm.v1.core.kv_cache_utils import FreeKVCacheBlockQueue
 
-    for block in pool.blocks:
+    blocks = pool.blocks
+    del blocks[num_blocks:]
+    pool.num_gpu_blocks = num_blocks
+    queue = FreeKVCacheBlockQueue([])  # its fake head and tail, linked to each other
+    previous = queue.fake_free_list_head
+    for block in blocks[:touched]:
         block.ref_cnt = 0
         block._block_hash = None
         block._block_hash_num_tokens = None
         block.is_null = False
-    pool.free_block_queue = FreeKVCacheBlockQueue(pool.blocks)  # relinks every block in id order
+        block.prev_free_block = previous
+        previous.next_free_block = block
+        previous = block
+    if touched < num_blocks:  # the untouched run, still linked in id order: its two ends reattached
+        blocks[touched].prev_free_block = previous
+        previous.next_free_block = blocks[touched]
+        previous = blocks[-1]
+    previous.next_free_block = queue.fake_free_list_tail
+    queue.fake_free_list_tail.prev_free_block = previous
+    queue.num_free_blocks = num_blocks
+    pool.free_block_queue = queue
     pool.cached_block_hash_to_block = BlockHashToBlockMap()
     pool.cached_block_hashes_by_block = {}
-    pool.null_block = pool.free_block_queue.popleft()
+    pool.null_block = queue.popleft()
     pool.null_block.is_null = True
     pool.kv_event_queue = []
     pool._reuse_watchers = {}

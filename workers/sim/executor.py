@@ -37,8 +37,10 @@ from fuzz.model.scenario import (
     required_kv_blocks,
 )
 from fuzz.tiers import STALL_STEPS, BaseExecutor
+from workers.sim.block_hashes import memoized_block_hasher
 from workers.sim.branch import BranchRunner
 from workers.sim.fidelity import check_mirror_fidelity
+from workers.sim.hash_index import MambaHashIndex
 from workers.sim.runner_mirror import PrefillCheckpoints, RunnerMirror, StepWork
 from workers.sim.scheduler import build_scheduler, default_num_blocks, release_scheduler
 from workers.sim.symbolic import State, greedy_continuation, next_token
@@ -72,10 +74,10 @@ class _Run:
     claims: dict[tuple[int, Any], Claim] = field(default_factory=dict)  # (block id, hash) -> claim
     accept_cursor: dict[str, int] = field(default_factory=dict)
     hasher: Callable[[Any], list[Any]] | None = None
+    hash_index: MambaHashIndex | None = None  # the pool's Mamba hash entries
     specs: dict[str, Any] = field(default_factory=dict)  # request id -> the scenario's Request
     aborts: dict[int, set[str]] = field(default_factory=dict)  # step -> requests aborted in it
     prefixes: dict[Any, tuple[str, int]] = field(default_factory=dict)  # BlockHash -> preimage (request, tokens)
-    groups: dict[Any, int] = field(default_factory=dict)  # hash key -> its KV cache group (parsed once)
     indexed: dict[str, int] = field(default_factory=dict)  # request -> block hashes indexed
     step: int = 0  # the scheduler step in progress (a deadline names it)
 
@@ -124,6 +126,7 @@ class SimExecutor(BaseExecutor):
             specs={r.id: r for r in scenario.requests},
             aborts=_aborts_by_step(scenario),
             hasher=_hasher(scheduler),
+            hash_index=MambaHashIndex(scheduler.kv_cache_manager.block_pool, MAMBA_GROUP),
         )
         limit = self.max_steps or (max(r.arrival_step for r in scenario.requests) + 2 * total + 64)
         try:
@@ -319,25 +322,21 @@ class SimExecutor(BaseExecutor):
     def _audit(self, run: _Run, step: int) -> None:
         """Every hash a Mamba block carries claims a state; the block's slot must hold exactly it.
 
-        The pool's hash index (what ``get_cached_block`` looks up) is scanned, not the live
+        The pool's hash index (what ``get_cached_block`` looks up) is audited, not the live
         requests' block tables: a block stays hashed, and can be hit, after the request that cached
-        it has finished; and a block registered under several hashes is audited for each.
+        it has finished; and a block registered under several hashes is audited for each. Its Mamba
+        entries are read from ``workers.sim.hash_index.MambaHashIndex``, which keeps them exactly as a
+        scan of the index would find them without scanning the other groups' entries.
         Incremental: the mirror replaces a slot's ``State`` whenever it writes the slot (states are
         immutable), so a claim whose slot still holds the very object last verified is not compared
         again; only new claims and rewritten slots cost a comparison."""
-        from vllm.v1.core.kv_cache_utils import get_block_hash, get_group_id
+        from vllm.v1.core.kv_cache_utils import get_block_hash
 
         self._index_prefixes(run)
-        pool = run.scheduler.kv_cache_manager.block_pool
         block_size = run.scenario.engine.mamba_block_size
         live: set[tuple[int, Any]] = set()
-        for key, entry in pool.cached_block_hash_to_block._cache.items():
-            group = run.groups.get(key)
-            if group is None:
-                group = run.groups[key] = get_group_id(key)
-            if group != MAMBA_GROUP:
-                continue
-            for block in entry.values() if isinstance(entry, dict) else (entry,):
+        for key, blocks in run.hash_index.current().items():
+            for block in blocks:
                 pair = (block.block_id, key)
                 live.add(pair)
                 claim = run.claims.get(pair)
@@ -408,11 +407,6 @@ def _checkpoints(scheduler: Any, knobs: EngineKnobs) -> PrefillCheckpoints:
 
 
 def _hasher(scheduler: Any) -> Callable[[Any], list[Any]]:
-    """vLLM's own request block hasher at the scheduler's hash block size (as EngineCore builds it)."""
-    from vllm.utils.hashing import get_hash_fn_by_name
-    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
-
-    hash_fn = get_hash_fn_by_name(scheduler.cache_config.prefix_caching_hash_algo)
-    init_none_hash(hash_fn)
-    return get_request_block_hasher(scheduler.hash_block_size, hash_fn)
-
+    """vLLM's own request block hasher at the scheduler's hash block size (as EngineCore builds it),
+    memoized across runs (``workers.sim.block_hashes``)."""
+    return memoized_block_hasher(scheduler.hash_block_size, scheduler.cache_config.prefix_caching_hash_algo)

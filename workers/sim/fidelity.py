@@ -18,6 +18,7 @@ the mirror against the changed functions.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.util
 import json
@@ -58,13 +59,19 @@ class Mismatch:
         return f"{self.function} {self.reason}"
 
 
+@functools.lru_cache(maxsize=16)
+def _parsed(path: str) -> tuple[str, list[ast.stmt]]:
+    """A source file's text and its top-level statements (several mirrored functions share a file)."""
+    text = Path(path).read_text()
+    return text, ast.parse(text).body
+
+
 def source_of(module: str, qualname: str) -> str:
     """The exact source text of ``module``'s ``qualname`` (``Class.method`` or ``function``), unimported."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise LookupError("module not found")
-    text = Path(spec.origin).read_text()
-    body: list[ast.stmt] = ast.parse(text).body
+    text, body = _parsed(spec.origin)
     node: ast.AST | None = None
     for part in qualname.split("."):
         node = next((n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)

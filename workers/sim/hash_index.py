@@ -1,0 +1,84 @@
+"""The Mamba group's entries of a block pool's hash index, kept current without scanning the index.
+
+The poison audit checks, after every step, every (block, hash) pair of the Mamba group in the pool's
+``BlockHashToBlockMap`` (what ``get_cached_block`` looks up). A scan finds them among every hashed
+block of every group: on long prompts thousands of attention entries per step, the audit's largest
+cost. ``MambaHashIndex`` observes the index's only two mutators, ``insert`` and ``pop`` (nothing else
+in vLLM writes its ``_cache``), on that one instance, and after each reads the touched key's entry
+back from the index itself.
+
+Invariants:
+- ``current()`` equals ``scan(index, group)`` of the pool's index as it is now: the same keys, each
+  with the same blocks, in the same order (a new key goes last; ``pop`` takes the key out and puts a
+  non-empty entry back, so that key moves last, as in vLLM's own dict);
+- observing changes nothing vLLM sees: the wrappers call the index's own methods and return their
+  results; a pool that replaces its index (``reset_prefix_cache``) is re-read by a scan.
+``tests/test_sim_reuse.py`` compares ``current()`` with a scan after every step of generated runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Entries = dict[Any, tuple[Any, ...]]  # hash key -> the blocks registered under it, in the index's order
+
+
+def blocks_of(entry: Any) -> tuple[Any, ...]:
+    """The blocks of one index entry (a single ``KVCacheBlock``, or a dict of them by block id)."""
+    return tuple(entry.values()) if isinstance(entry, dict) else (entry,)
+
+
+def scan(index: Any, group: int) -> Entries:
+    """Every entry of ``group`` in ``index`` (a ``BlockHashToBlockMap``), read in full."""
+    from vllm.v1.core.kv_cache_utils import get_group_id
+
+    return {key: blocks_of(entry) for key, entry in index._cache.items() if get_group_id(key) == group}
+
+
+class MambaHashIndex:
+    """One group's entries of ``pool.cached_block_hash_to_block``, as ``scan`` would read them."""
+
+    def __init__(self, pool: Any, group: int):
+        self._pool = pool
+        self._group = group
+        self._groups: dict[Any, int] = {}  # hash key -> its group (parsed once per key)
+        self._attach(pool.cached_block_hash_to_block)
+
+    def current(self) -> Entries:
+        index = self._pool.cached_block_hash_to_block
+        if index is not self._index:
+            self._attach(index)
+        return self._entries
+
+    def _attach(self, index: Any) -> None:
+        self._index = index
+        self._entries = scan(index, self._group)
+        insert, pop = index.insert, index.pop
+        groups, mine = self._groups, self._group
+
+        def observed_insert(key: Any, block: Any) -> None:
+            insert(key, block)
+            if (groups.get(key) if key in groups else self._group_of(key)) == mine:
+                self._reread(key, moved=False)
+
+        def observed_pop(key: Any, block_id: int) -> Any:
+            popped = pop(key, block_id)
+            if (groups.get(key) if key in groups else self._group_of(key)) == mine:
+                self._reread(key, moved=True)
+            return popped
+
+        index.insert, index.pop = observed_insert, observed_pop
+
+    def _group_of(self, key: Any) -> int:
+        from vllm.v1.core.kv_cache_utils import get_group_id
+
+        group = self._groups[key] = get_group_id(key)
+        return group
+
+    def _reread(self, key: Any, moved: bool) -> None:
+        """``key``'s entry as the index holds it now (a popped key's entry, if any is left, moved last)."""
+        entry = self._index._cache.get(key)
+        if entry is None or moved:
+            self._entries.pop(key, None)
+        if entry is not None:
+            self._entries[key] = blocks_of(entry)
