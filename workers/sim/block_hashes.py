@@ -8,18 +8,19 @@ salt, prompt embeddings), and the sim's requests carry no extra keys.
 
 Invariant: the hasher returns, for every request and every call, exactly the list vLLM's own
 ``request_block_hasher`` returns (the same ``BlockHash`` values in order): a memo entry is keyed by the
-hash function, the hash block size, ``NONE_HASH``, the parent hash and the tokens hashed, and holds what
-vLLM's hasher returned for them; a request with any extra key goes to vLLM's hasher every time.
+hash function, the hash block size, ``NONE_HASH``, the parent hash and the tokens hashed (their exact
+bytes, as unsigned 32-bit ids), and holds what vLLM's hasher returned for them; a request with any extra key goes to vLLM's hasher every time.
 ``tests/test_sim_reuse.py`` recomputes every run's block hashes with vLLM's hasher and compares.
 """
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-MEMO_ENTRIES = 4096
+MEMO_ENTRIES = 1024  # a key holds its tokens at 4 bytes each: tens of MB at most for this many
 _MEMO: OrderedDict[tuple[Any, ...], tuple[Any, ...]] = OrderedDict()
 
 
@@ -48,7 +49,7 @@ def memoized_block_hasher(hash_block_size: int, algorithm: str) -> Callable[[Any
         if end <= start:
             return []  # no new full block: vLLM's early return
         parent = request.block_hashes[-1] if request.block_hashes else None
-        key = (scope, parent, tuple(request.all_token_ids[start:end]))
+        key = (scope, parent, array("I", request.all_token_ids[start:end]).tobytes())
         hashes = _MEMO.get(key)
         if hashes is None:
             hashes = _MEMO[key] = tuple(hash_request(request))
