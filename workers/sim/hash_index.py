@@ -54,26 +54,28 @@ class MambaHashIndex:
         self._index = index
         self._entries = scan(index, self._group)
         insert, pop = index.insert, index.pop
-        groups, mine = self._groups, self._group
 
         def observed_insert(key: Any, block: Any) -> None:
             insert(key, block)
-            if (groups.get(key) if key in groups else self._group_of(key)) == mine:
+            if self._is_mine(key):
                 self._reread(key, moved=False)
 
         def observed_pop(key: Any, block_id: int) -> Any:
             popped = pop(key, block_id)
-            if (groups.get(key) if key in groups else self._group_of(key)) == mine:
+            if self._is_mine(key):
                 self._reread(key, moved=True)
             return popped
 
         index.insert, index.pop = observed_insert, observed_pop
 
-    def _group_of(self, key: Any) -> int:
-        from vllm.v1.core.kv_cache_utils import get_group_id
+    def _is_mine(self, key: Any) -> bool:
+        """Whether ``key`` belongs to this group (each key's group parsed once)."""
+        group = self._groups.get(key)
+        if group is None:
+            from vllm.v1.core.kv_cache_utils import get_group_id
 
-        group = self._groups[key] = get_group_id(key)
-        return group
+            group = self._groups[key] = get_group_id(key)
+        return group == self._group
 
     def _reread(self, key: Any, moved: bool) -> None:
         """``key``'s entry as the index holds it now (a popped key's entry, if any is left, moved last)."""
