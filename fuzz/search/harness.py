@@ -1,11 +1,9 @@
 """The atheris harness: ``python -m fuzz.search.harness [libFuzzer flags] CORPUS_DIR...``.
 
-Coverage feedback comes from vLLM's own scheduling code: the scheduler, the
-KV-cache manager and coordinator, the block pool and the helpers the split calls
-(``vllm.v1.kv_cache_interface``) are imported inside ``atheris.instrument_imports``
-before anything else imports them, so their branches are what libFuzzer sees.
-(gdnfuzz's own modules import vLLM only inside functions, so importing them here
-first leaves vLLM unimported until ``instrument_vllm``.)
+Coverage feedback comes from vLLM's own scheduling code: every function of the
+scheduler, the KV-cache manager and coordinator, the block pool and the helpers the
+split calls (``vllm.v1.kv_cache_interface``) is patched with atheris's block probes,
+counted by ``fuzz.search.coverage``, so their branches are what libFuzzer sees.
 
 Each input is decoded into a scenario (``fuzz.search.mutate.decode``), run on the sim
 tier under the candidate and the reference, and judged. A divergence is not a
@@ -29,7 +27,6 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
-import importlib.util
 import os
 import sys
 from collections import Counter
@@ -42,54 +39,28 @@ from fuzz.model.result import FailOn
 from fuzz.oracle.finding import Finding
 from fuzz.oracle.judge import self_consistent
 from fuzz.oracle.signature import finding_signature
+from fuzz.search.coverage import instrument
 from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE
 from fuzz.search.mutate import MAX_STEPS, crossover, decode, mutate
 from fuzz.store.bundle import save_finding
 from fuzz.tiers import KERNEL_CONFORMANCE_TARGET, executor_for, load
 from fuzz.triage.replay import replay
 
-INSTRUMENTED = (
+INSTRUMENTED = (  # every loaded module under these names is instrumented (fuzz.search.coverage)
     "vllm.v1.core",
     "vllm.v1.kv_cache_interface",
     "vllm.v1.request",
 )
-
-
-def vllm_modules_outside(prefixes: tuple[str, ...]) -> set[str]:
-    """Every module name of the installed vLLM (read off its files, nothing imported) outside ``prefixes``."""
-    root = Path(importlib.util.find_spec("vllm").origin).parent
-    names = set()
-    for path in root.rglob("*.py"):
-        parts = ("vllm", *path.relative_to(root).with_suffix("").parts)
-        names.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    return {n for n in names if not any(n == p or n.startswith(p + ".") for p in prefixes)}
-
-
-def instrument_vllm() -> None:
-    """Import vLLM's scheduling modules under atheris instrumentation (must run first).
-
-    atheris widens an ``include`` name to its top-level package (``vllm.v1.core`` instruments all of
-    vLLM that is imported in the block: measured 60 s of start-up and coverage feedback from config
-    parsing); so every other vLLM module is named in ``exclude``, and only the scheduling code is
-    instrumented while its dependencies import as they are."""
-    import atheris
-
-    already = [m for m in sys.modules if m.startswith(INSTRUMENTED)]
-    if already:
-        raise RuntimeError(f"imported before instrumentation, so not instrumented: {already[:3]}")
-    # vLLM's heaviest dependencies, imported first and outside the import hook: nothing of theirs is
-    # instrumented either way, and the hook then has thousands fewer imports to look at.
-    import torch  # noqa: F401
-    import transformers  # noqa: F401
-    with atheris.instrument_imports(include=list(INSTRUMENTED), exclude=sorted(vllm_modules_outside(INSTRUMENTED))):
-        import vllm.v1.core.block_pool  # noqa: F401
-        import vllm.v1.core.kv_cache_coordinator  # noqa: F401
-        import vllm.v1.core.kv_cache_manager  # noqa: F401
-        import vllm.v1.core.kv_cache_utils  # noqa: F401
-        import vllm.v1.core.sched.scheduler  # noqa: F401
-        import vllm.v1.core.single_type_kv_cache_manager  # noqa: F401
-        import vllm.v1.kv_cache_interface  # noqa: F401
-        import vllm.v1.request  # noqa: F401
+SCHEDULING_MODULES = (  # imported first, so that everything the scheduler runs is loaded
+    "vllm.v1.core.block_pool",
+    "vllm.v1.core.kv_cache_coordinator",
+    "vllm.v1.core.kv_cache_manager",
+    "vllm.v1.core.kv_cache_utils",
+    "vllm.v1.core.sched.scheduler",
+    "vllm.v1.core.single_type_kv_cache_manager",
+    "vllm.v1.kv_cache_interface",
+    "vllm.v1.request",
+)
 
 
 @dataclass(frozen=True)
@@ -188,11 +159,11 @@ def main(argv: list[str]) -> None:
         atheris.Setup(argv, kernel_conformance_one_input)
         atheris.Fuzz()
         return
-    instrument_vllm()
+    probes = instrument(INSTRUMENTED, SCHEDULING_MODULES)
     settings = HarnessSettings.from_env()
     target = FuzzTarget(settings)
     settle_heap()
-    atheris.Setup(argv, target.test_one_input,
+    atheris.Setup(argv, probes.counted(target.test_one_input),
                   custom_mutator=functools.partial(mutate, max_steps=settings.max_steps),
                   custom_crossover=functools.partial(crossover, max_steps=settings.max_steps))
     atheris.Fuzz()
