@@ -1,4 +1,4 @@
-"""Coverage of vLLM's scheduling code as libFuzzer 8-bit counters, at a quarter of atheris's probe cost.
+"""Coverage of vLLM's scheduling code as libFuzzer 8-bit counters, at a third of the cost of atheris's own probes.
 
 atheris's instrumenter (``atheris.patch_code``) puts a probe at the start of every basic block: the
 call ``atheris._trace_branch(i)``, with the block's counter index ``i`` and the atheris module both
