@@ -32,6 +32,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
+
 PC_BASE = 0x6764_6E00_0000  # the fake "program counters" of this module's table: distinct from atheris's (zero)
 MAX_COUNT = 255
 
@@ -48,21 +50,19 @@ class Probes:
         self.namespace._trace_branch = self.hits.append  # type: ignore[attr-defined]
         self.first = atheris._reserve_counter()  # counter indices this module's probes hold start past it
         self.size = 0
-        self.counts: Any = None  # numpy uint8 view of the counter array, once sized
+        self.counts: Any = None  # numpy uint8 view of the counter array, once sealed
         self._registered = False
 
     def patch(self, function: types.FunctionType) -> None:
         """Instrument ``function`` (and the functions nested in it) in place."""
         patched = self._atheris.patch_code(function.__code__, trace_dataflow=False)
         rewired, count = _rewire(patched, self._atheris, self.namespace)
-        if count == 0 and patched is not function.__code__:
+        if count == 0:
             raise RuntimeError(f"atheris's probes no longer hold the atheris module: {function.__qualname__}")
         function.__code__ = rewired
 
     def seal(self) -> None:
         """Size the counter array once every function is patched."""
-        import numpy as np
-
         self.size = self._atheris._reserve_counter() - self.first
         self._array = (ctypes.c_uint8 * self.size)()
         self._pcs = (ctypes.c_uint64 * (2 * self.size))(*_fake_pc_table(self.size))
@@ -70,11 +70,9 @@ class Probes:
 
     def flush(self) -> None:
         """The counter array becomes the hit counts of the probes recorded since the last flush."""
-        import numpy as np
-
         counts = np.bincount(np.array(self.hits, dtype=np.int64) - self.first, minlength=self.size)
         self.hits.clear()
-        self.counts[:] = np.minimum(counts[: self.size], MAX_COUNT)
+        self.counts[:] = np.minimum(counts, MAX_COUNT)
 
     def counted(self, test_one_input: Callable[[bytes], None]) -> Callable[[bytes], None]:
         """``test_one_input`` with its probes' counts handed to libFuzzer after each input."""
@@ -161,7 +159,7 @@ def _functions_of(namespace: Any, module: str, path: str, seen: set[int]) -> Ite
 
 
 def _callables_in(value: Any) -> list[Any]:
-    """What a class or module attribute runs: itself, a property's accessors, a wrapped method's function."""
+    """What a class or module attribute runs: itself, a property's accessors, a static, class or cached method's function."""
     if isinstance(value, (staticmethod, classmethod)):
         return [value.__func__]
     if isinstance(value, property):
