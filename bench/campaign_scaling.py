@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from fuzz.search.libfuzzer import final_stats  # noqa: E402
+from fuzz.search.settings import RunSettings  # noqa: E402
 from workers.campaign.config import CampaignConfig  # noqa: E402
 from workers.campaign.driver import Campaign, DriverSettings  # noqa: E402
 from workers.campaign.fuzzer import harness_args, start_harness  # noqa: E402
@@ -44,9 +45,9 @@ UNITS = "number_of_executed_units"
 def _config(root: Path, args: argparse.Namespace, fuzzers: int) -> CampaignConfig:
     (root / "corpus").mkdir(parents=True)
     shutil.copytree(REPO / "corpus" / "regressions", root / "corpus" / "regressions")
-    return CampaignConfig(corpus=root / "corpus", crashes=root / "crashes", candidate=args.candidate,
-                          reference=args.reference, fuzzers=fuzzers, verifiers=0, max_time=args.seconds + 900,
-                          merge_every=0, drain_time=0, libfuzzer=(f"-max_total_time={args.seconds}",))
+    run = RunSettings(candidate=args.candidate, reference=args.reference, max_time=args.seconds + 900,
+                      libfuzzer=(f"-max_total_time={args.seconds}",), corpus=root / "corpus", crashes=root / "crashes")
+    return CampaignConfig(run, fuzzers=fuzzers, verifiers=0, merge_every=0, drain_time=0)
 
 
 def direct(root: Path, args: argparse.Namespace) -> float:

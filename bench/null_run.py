@@ -30,13 +30,13 @@ GDNFUZZ = str(Path(sys.executable).with_name("gdnfuzz"))
 SEED_CASE = ROOT / "corpus" / "regressions" / "pr51113-fragmented-first-chunk.json"
 FINGERPRINTS = (
     "from fuzz.model.policies import resolve_policy\n"
-    "from fuzz.triage.replay import replay\n"
+    "from fuzz.oracle.differential import replay\n"
     "from fuzz.model.scenario import load_scenario\n"
     "import sys\n"
     "s, _ = load_scenario(sys.argv[1])\n"
     "r = replay(s, resolve_policy('pre-51113'), resolve_policy('vllm'))\n"
     "print(r.verdict.status, r.verdict.summary, r.candidate.fingerprint(), r.reference.fingerprint(),\n"
-    "      [(e.kind, e.details['amount']) for e in r.verdict.efficiency])\n"
+    "      [(e.kind, e.details['amount']) for e in r.verdict.of(\"efficiency\")])\n"
 )
 
 
@@ -87,7 +87,7 @@ def null_run(out: Path, seed: int, count: int) -> None:
 def determinism(repeat: int) -> None:
     from fuzz.model.policies import resolve_policy
     from fuzz.model.scenario import load_scenario
-    from fuzz.triage.replay import replay
+    from fuzz.oracle.differential import replay
 
     scenario, _ = load_scenario(SEED_CASE)
     candidate, reference = resolve_policy("pre-51113"), resolve_policy("vllm")
@@ -95,7 +95,7 @@ def determinism(repeat: int) -> None:
     start = time.perf_counter()
     for _ in range(repeat):
         r = replay(scenario, candidate, reference)
-        costs = tuple(f"{e.kind}:{e.details['amount']}" for e in r.verdict.efficiency)
+        costs = tuple(f"{e.kind}:{e.details['amount']}" for e in r.verdict.of("efficiency"))
         seen[(r.verdict.status, r.verdict.summary, r.candidate.fingerprint(), r.reference.fingerprint(), costs)] += 1
     print(f"determinism: {repeat} in-process replays of {SEED_CASE.name} in {time.perf_counter() - start:.1f} s: "
           f"{len(seen)} distinct (verdict, kind, fingerprints): {dict(seen)}")

@@ -37,8 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the random worker runs this file: it must import this tree's fuzz/
 
-from fuzz.oracle.signature import reference_is_wrong  # noqa: E402
+from fuzz.oracle.verdict import FailOn, fail_on_choices, reference_is_wrong  # noqa: E402
 from fuzz.search.libfuzzer import DEFAULT_FLAGS, DETECTED_LINE, harness_command  # noqa: E402
+from fuzz.search.settings import RunSettings  # noqa: E402
 
 READY, FOUND = "gdnfuzz-bench-ready", DETECTED_LINE
 HARDER = (  # (candidate, the finding class that counts)
@@ -54,10 +55,9 @@ HARDER = (  # (candidate, the finding class that counts)
 def random_worker(seed: int, candidate: str, reference: str, budget: float, fail_on_name: str) -> None:
     from fuzz.errors import ConfigRejected
     from fuzz.model.policies import resolve_policy
-    from fuzz.model.result import FailOn
-    from fuzz.oracle.signature import finding_signature
+    from fuzz.oracle.differential import replay
+    from fuzz.oracle.verdict import finding_signature
     from fuzz.search.generate import random_scenario
-    from fuzz.triage.replay import replay
 
     fail_on = FailOn(fail_on_name)
 
@@ -104,7 +104,7 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=300)
     ap.add_argument("--candidate", default="pre-51113")
     ap.add_argument("--reference", default="vllm")
-    ap.add_argument("--fail-on", default="correctness", choices=["correctness", "efficiency", "any"])
+    ap.add_argument("--fail-on", default="correctness", choices=fail_on_choices())
     ap.add_argument("--harder", action="store_true", help="run the HARDER target set instead of --candidate")
     ap.add_argument("--random-worker", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -126,9 +126,8 @@ def compare(candidate: str, fail_on: str, args: argparse.Namespace) -> list[str]
     rows = []
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
-            env = {**os.environ, "GDNFUZZ_CANDIDATE": candidate, "GDNFUZZ_REFERENCE": args.reference,
-                   "GDNFUZZ_FAIL_ON": fail_on, "GDNFUZZ_CRASHES": f"{tmp}/crashes", "GDNFUZZ_REGRESSIONS": "",
-                   "GDNFUZZ_MINIMIZE_SECONDS": "0"}
+            env = RunSettings(candidate=candidate, reference=args.reference, fail_on=FailOn(fail_on),
+                              crashes=Path(tmp) / "crashes", minimize_seconds=0.0, write_regressions=False).child_env()
             os.makedirs(f"{tmp}/queue")
             guided = measure(harness_command([*DEFAULT_FLAGS, f"-seed={seed}",
                                               f"-max_total_time={int(args.budget) + 60}", f"{tmp}/queue"]),

@@ -9,8 +9,9 @@ its summary and the ``gdnfuzz replay`` command that reproduces it in the message
 shares (``both-side-*``, ``reference-side-*``: e.g. a bug of the installed vLLM's own that the corpus
 records) is an expected failure (xfail) naming it, as ``gdnfuzz ci`` counts it as known.
 
-Invariant: without ``--gdnfuzz-corpus`` the plugin collects nothing and imports nothing heavy, so a
-project's own test run is unchanged; vLLM is imported only when the first item runs.
+Invariant: without ``--gdnfuzz-corpus`` the plugin collects nothing and imports nothing heavy (the
+finding classes, for ``--gdnfuzz-fail-on``'s choices, need neither vLLM nor torch), so a project's own
+test run is unchanged; vLLM is imported only when the first item runs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from fuzz.oracle.verdict import default_fail_on, fail_on_choices
+
 MARKER = "gdnfuzz"
 
 
@@ -32,8 +35,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="candidate split policy (repeatable; default vllm): a built-in, module:attr, file.py:attr, "
                          "a vLLM checkout directory, or branch:DIR")
     group.addoption("--gdnfuzz-reference", metavar="POLICY", default="vllm", help="reference policy (default vllm)")
-    group.addoption("--gdnfuzz-fail-on", metavar="CLASS", default="correctness",
-                    choices=("correctness", "efficiency", "any"), help="which findings fail an item (default correctness)")
+    group.addoption("--gdnfuzz-fail-on", metavar="CLASS", default=str(default_fail_on()), choices=fail_on_choices(),
+                    help=f"which findings fail an item: {', '.join(fail_on_choices())} (default {default_fail_on()})")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -80,11 +83,10 @@ class ScenarioItem(pytest.Item):
 
     def runtest(self) -> None:
         from fuzz.model.policies import resolve_policy
-        from fuzz.model.result import FailOn
         from fuzz.model.scenario import load_scenario
+        from fuzz.oracle.differential import replay
         from fuzz.oracle.finding import replay_argv
-        from fuzz.oracle.signature import finding_signature, reference_is_wrong
-        from fuzz.triage.replay import replay
+        from fuzz.oracle.verdict import FailOn, finding_signature, reference_is_wrong
 
         reference_spec = self.config.getoption("gdnfuzz_reference")
         fail_on = FailOn(self.config.getoption("gdnfuzz_fail_on"))

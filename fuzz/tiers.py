@@ -17,14 +17,15 @@ invariants, which the oracle and every caller rely on:
   scenario's configuration: ``True`` / ``False`` on tiers with real numerics, ``None`` where states
   are exact (the sim tier compares token sequences, so a wrong slot cannot look right).
 
-Nothing in ``fuzz/`` imports ``workers/``: executors are named in :data:`EXECUTORS` by module path
-and imported on first use.
+Nothing in ``fuzz/`` below the command line imports ``workers/``: executors are named in :data:`REGISTRY`
+by module path and imported on first use, and every command takes its ``--tier`` choices from it.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fuzz.errors import InputError
@@ -32,17 +33,29 @@ from fuzz.model.policies import Policy
 from fuzz.model.result import PoisonVerdict, RequestOutcome, RunResult, RunStatus, exact_outputs_differ
 from fuzz.model.scenario import Scenario
 
-EXECUTORS = {
-    "sim": "workers.sim.executor:SimExecutor",
-    "engine": "workers.engine.executor:EngineExecutor",
-    "kernels": "workers.kernels.executor:KernelExecutor",
-}
-TIERS = tuple(EXECUTORS)
-# The kernel tier's own fuzz target (``gdnfuzz run --target kernels``): bytes in, conformance checked.
-# The liveness rule every tier applies: this many consecutive steps with requests waiting and nothing
-# scheduled end the run with a ``liveness`` fault (a split that keeps answering 0 never finishes).
-STALL_STEPS = 16
 
+@dataclass(frozen=True)
+class Tier:
+    """One place scenarios run: its executor (``module:attr``), what it is, and whether ``gdnfuzz confirm``
+    decides there (a tier with real state and a canary)."""
+
+    name: str
+    executor: str
+    description: str
+    confirms: bool = False
+
+
+REGISTRY = {t.name: t for t in (
+    Tier("sim", "workers.sim.executor:SimExecutor", "vLLM's real Scheduler, the model runner mirrored exactly"),
+    Tier("engine", "workers.engine.executor:EngineExecutor", "the real vLLM engine on a tiny hybrid model",
+         confirms=True),
+    Tier("kernels", "workers.kernels.executor:KernelExecutor", "the GDN kernels on real tensors, on the sim's schedule"),
+)}
+TIERS = tuple(REGISTRY)
+COMPARED = ("sim", "engine")  # ``--tier both``: the fast model and the real engine, compared scenario by scenario
+BOTH = "both"
+CONFIRMING = tuple(t.name for t in REGISTRY.values() if t.confirms)
+# The kernel tier's own fuzz target (``gdnfuzz run --target kernels``): bytes in, conformance checked.
 KERNEL_CONFORMANCE_TARGET = "workers.kernels.conformance:kernel_conformance_one_input"
 
 
@@ -120,6 +133,17 @@ def executor_for(tier: str) -> Executor:
     """This process's executor for ``tier``, created once and reused (the engine tier keeps engines warm).
 
     Importing it imports what the tier needs (vLLM for sim and engine, torch for kernels)."""
-    if tier not in EXECUTORS:
+    if tier not in REGISTRY:
         raise InputError(f"unknown tier {tier!r}: use one of {', '.join(TIERS)}")
-    return load(EXECUTORS[tier])()
+    return load(REGISTRY[tier].executor)()
+
+
+def tiers_of(choice: str) -> tuple[str, ...]:
+    """The tiers a ``--tier`` choice names: one tier, or ``both`` (:data:`COMPARED`)."""
+    return COMPARED if choice == BOTH else (choice,)
+
+
+def tier_help(choices: tuple[str, ...]) -> str:
+    """``--tier``'s help: each choice and what it is."""
+    named = {**{t.name: t.description for t in REGISTRY.values()}, BOTH: f"{' and '.join(COMPARED)}, compared"}
+    return "; ".join(f"{c}: {named[c]}" for c in choices)

@@ -14,12 +14,11 @@ from pathlib import Path
 from checkout_fixtures import SCHEDULER, make_checkout, replace_split
 
 from fuzz.model.policies import resolve_policy
-from fuzz.model.result import FailOn
 from fuzz.model.scenario import load_scenario
+from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
-from fuzz.oracle.signature import finding_signature
-from fuzz.store.bundle import save_finding
-from fuzz.triage.replay import replay
+from fuzz.oracle.verdict import FailOn, finding_signature
+from fuzz.report.finding_report import store_finding
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = ROOT / "corpus" / "regressions" / "pr51113-fragmented-first-chunk-single.json"
@@ -42,10 +41,10 @@ HISTORY = (
 def real_bundle(crashes: Path, candidate: str = "pre-51113", scenario_file: Path = SEED) -> Path:
     scenario, _ = load_scenario(scenario_file)
     replayed = replay(scenario, resolve_policy(candidate), resolve_policy("vllm"), "sim")
-    sig = finding_signature(replayed.verdict, scenario, replayed.candidate, FailOn.CORRECTNESS)
+    sig = finding_signature(replayed.verdict, scenario, replayed.candidate, FailOn("correctness"))
     assert sig != "clean"
     finding = Finding(sig, scenario, scenario, replayed.verdict, candidate, "vllm", replayed.candidate)
-    return save_finding(finding, crashes, None)
+    return store_finding(finding, crashes, None)
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -12,8 +12,8 @@ from fuzz.model.checkout import changed_files
 from fuzz.model.policies import resolve_policy
 from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import load_scenario
+from fuzz.oracle.differential import replay
 from fuzz.tiers import executor_for
-from fuzz.triage.replay import replay
 
 ROOT = Path(__file__).resolve().parent.parent
 # The planted MambaManager bug needs a partial hash hit to show; this regression has one.
@@ -34,7 +34,7 @@ def test_branch_mode_finds_a_mamba_manager_bug_that_split_mode_cannot_see(plante
     assert split_only.verdict.status == VerdictStatus.CLEAN  # the split is the installed one: nothing to see
     branch = replay(scenario, resolve_policy(f"branch:{planted}"), reference, "sim")
     assert branch.verdict.status == VerdictStatus.DIVERGED
-    assert branch.verdict.first.side == "candidate"
+    assert branch.verdict.headline.side == "candidate"
     assert [c.path for c in changed_files(planted)] == [MAMBA_MANAGER]
     assert not list(planted.rglob("__pycache__"))  # nothing written into the checkout
 

@@ -19,6 +19,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from fuzz.search.settings import RunSettings  # noqa: E402
 from fuzz.store.corpus_merge import list_inputs  # noqa: E402
 from workers.campaign.config import CampaignConfig  # noqa: E402
 from workers.campaign.driver import Campaign, DriverSettings  # noqa: E402
@@ -49,8 +50,9 @@ def campaign_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("campaign")
     (root / "corpus" / "regressions").mkdir(parents=True)
     shutil.copy(SEED, root / "corpus" / "regressions")
-    config = CampaignConfig(corpus=root / "corpus", crashes=root / "crashes", fuzzers=2, verifiers=0,
-                            max_time=3 * STARTUP_LIMIT, minimize_seconds=10, merge_every=0, drain_time=120)
+    config = CampaignConfig(RunSettings(corpus=root / "corpus", crashes=root / "crashes", max_time=3 * STARTUP_LIMIT,
+                                        minimize_seconds=10),
+                            fuzzers=2, verifiers=0, merge_every=0, drain_time=120)
     campaign = Campaign(config, DriverSettings(stats=root / "stats.jsonl", dashboard=root / "dashboard.html",
                                                stats_every=2))
     campaign.start()
@@ -111,7 +113,7 @@ def test_corpus_merge_keeps_one_copy_of_each_needed_input_and_shares_it(tmp_path
     (queue / "fuzzer-1" / "b").write_bytes(same)
     (queue / "fuzzer-1" / "c").write_bytes(other)
     shutil.copy(regressions / "pr51113-concurrent-prefills.json", tmp_path / "corpus" / "seeds")
-    config = CampaignConfig(corpus=tmp_path / "corpus", crashes=tmp_path / "crashes")
+    config = CampaignConfig(RunSettings(corpus=tmp_path / "corpus", crashes=tmp_path / "crashes"))
 
     report = merge_corpus(queue, config.read_only_dirs(), config.harness_env(config.raw / "merge"))
 
@@ -137,7 +139,7 @@ def test_bad_arguments_are_one_line_errors_with_exit_code_2(capsys: pytest.Captu
 def test_cpu_share_fits_every_actor_and_one_task_on_the_machine() -> None:
     from workers.campaign.driver import cpu_share
 
-    config = CampaignConfig(corpus=Path("c"), crashes=Path("x"), fuzzers=2, verifiers=1)
+    config = CampaignConfig(RunSettings(corpus=Path("c"), crashes=Path("x")), fuzzers=2, verifiers=1)
     share = cpu_share(2.0, config, gpus=0)
     assert 0 < share < 1 and share * 4 <= 2.0
     assert cpu_share(2.0, config, gpus=1) * 3 <= 2.0
@@ -147,7 +149,7 @@ def test_cpu_share_fits_every_actor_and_one_task_on_the_machine() -> None:
 def _store(tmp_path: Path, verifiers: int = 1) -> Any:
     from workers.campaign.crash_store import CrashStoreActor
 
-    config = CampaignConfig(corpus=tmp_path / "corpus", crashes=tmp_path / "crashes", verifiers=verifiers)
+    config = CampaignConfig(RunSettings(corpus=tmp_path / "corpus", crashes=tmp_path / "crashes"), verifiers=verifiers)
     return config, CrashStoreActor(config, time.time())
 
 
@@ -169,12 +171,12 @@ def test_an_input_that_kills_the_harness_becomes_one_worker_crash_bundle(tmp_pat
 
 
 def test_a_verifier_that_dies_twice_on_a_bundle_leaves_it_inconclusive(tmp_path: Path) -> None:
-    from fuzz.store.bundle import save_finding
+    from fuzz.report.finding_report import store_finding
     from workers.campaign.tasks import crash_finding
 
     config, store = _store(tmp_path)
     finding = crash_finding("hang", SEED, "", "pre-51113", "vllm")
-    save_finding(finding, config.crashes, None)
+    store_finding(finding, config.crashes, None)
     store.s.known.add(finding.signature)
     store.s.queue.append(finding.signature)
     assert store.next_verification("verifier-0") == str(config.crashes / finding.signature)
@@ -188,7 +190,8 @@ def test_a_verifier_that_dies_twice_on_a_bundle_leaves_it_inconclusive(tmp_path:
 def test_a_new_crash_store_resumes_verification_and_filing_from_disk(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from fuzz.store.bundle import save_finding, update_verdict
+    from fuzz.report.finding_report import store_finding
+    from fuzz.store.bundle import update_verdict
     from workers.campaign.crash_store import CrashStoreActor
     from workers.campaign.tasks import crash_finding
 
@@ -196,7 +199,7 @@ def test_a_new_crash_store_resumes_verification_and_filing_from_disk(tmp_path: P
     config = replace(config, file_issues="owner/name", dry_run_issues=True)
     pending, confirmed = (crash_finding(kind, SEED, "", "pre-51113", "vllm") for kind in ("hang", "worker-crash"))
     for finding, state in ((pending, None), (confirmed, "confirmed")):
-        save_finding(finding, config.crashes, None)
+        store_finding(finding, config.crashes, None)
         update_verdict(config.crashes / finding.signature, kind="poisoned-slot", confirmed=state)
 
     store = CrashStoreActor(config, time.time())

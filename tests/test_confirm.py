@@ -8,11 +8,11 @@ from pathlib import Path
 
 from fuzz.model.policies import resolve_policy
 from fuzz.model.scenario import Scenario, load_scenario
+from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
-from fuzz.oracle.signature import signature
-from fuzz.store.bundle import save_finding
+from fuzz.oracle.verdict import default_fail_on, finding_signature
+from fuzz.report.finding_report import store_finding
 from fuzz.triage.confirm import confirm_bundle
-from fuzz.triage.replay import replay
 
 CASE = Path(__file__).resolve().parent.parent / "corpus" / "regressions" / "pr51113-concurrent-prefills.json"
 # The engine refuses B=48 (the CPU attention backend needs a multiple of 32); b resumes from the
@@ -31,8 +31,8 @@ ODD_BLOCK = Scenario.from_dict({
 def _bundle(tmp_path: Path, scenario: Scenario, candidate: str) -> Path:
     replayed = replay(scenario, resolve_policy(candidate), resolve_policy("vllm"))
     assert replayed.verdict.status == "diverged"
-    sig = signature(replayed.verdict, scenario, replayed.candidate)
-    return save_finding(Finding(sig, scenario, scenario, replayed.verdict, candidate, "vllm", replayed.candidate),
+    sig = finding_signature(replayed.verdict, scenario, replayed.candidate, default_fail_on())
+    return store_finding(Finding(sig, scenario, scenario, replayed.verdict, candidate, "vllm", replayed.candidate),
                         tmp_path, None)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from fuzz.model.policies import resolve_policy
 from fuzz.model.scenario import load_scenario
-from fuzz.triage.replay import replay
+from fuzz.oracle.differential import replay
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 ENTRIES = sorted(CORPUS.glob("**/*.json"))

@@ -17,15 +17,16 @@ from fuzz.cli import main
 from fuzz.errors import ExitCode
 from fuzz.model.cost import run_cost
 from fuzz.model.policies import resolve_policy
-from fuzz.model.result import FailOn, VerdictStatus
+from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import Request, Scenario, load_scenario
+from fuzz.oracle.differential import replay
 from fuzz.oracle.efficiency import judge_efficiency
 from fuzz.oracle.finding import Finding
-from fuzz.oracle.signature import finding_signature
+from fuzz.oracle.verdict import FailOn, finding_signature
 from fuzz.reduce.minimize import minimize, reproduction_predicate
+from fuzz.report.finding_report import store_finding
 from fuzz.search.generate import random_scenario
-from fuzz.store.bundle import load_bundle, save_finding
-from fuzz.triage.replay import replay
+from fuzz.store.bundle import load_bundle
 
 LOST_HIT = CORPUS / "regressions" / "efficiency-ignore-eagle-block-drop-lost-hit.json"
 IGNORE_DROP = "bench/mutants/ignore_eagle_block_drop.py:split"
@@ -65,11 +66,11 @@ def test_equal_runs_cost_the_same_and_give_no_efficiency_finding(sim):
 def test_a_lost_hit_is_regressed_not_diverged():
     scenario, _ = load_scenario(LOST_HIT)
     verdict = replay(scenario, resolve_policy(IGNORE_DROP), VLLM).verdict
-    assert verdict.status == VerdictStatus.REGRESSED and verdict.findings == []
-    [lost] = verdict.efficiency
+    assert verdict.status == VerdictStatus.REGRESSED and verdict.of("correctness") == []
+    [lost] = verdict.of("efficiency")
     assert lost.kind == "lost-cache-hit" and lost.details["amount"] == 16 and lost.request_id == "r2"
     assert finding_signature(verdict, scenario, replay(scenario, resolve_policy(IGNORE_DROP), VLLM).candidate,
-                             FailOn.CORRECTNESS) == "clean"
+                             FailOn("correctness")) == "clean"
     assert replay(scenario, VLLM, VLLM).verdict.status == VerdictStatus.CLEAN
 
 
@@ -77,7 +78,7 @@ def test_early_aligned_ends_cost_forward_passes(sim):
     scenario = _two_block_prompt()
     verdict = replay(scenario, resolve_policy(EARLY_END), VLLM).verdict
     assert verdict.status == VerdictStatus.REGRESSED
-    kinds = {f.kind: f.details["amount"] for f in verdict.efficiency}
+    kinds = {f.kind: f.details["amount"] for f in verdict.of("efficiency")}
     assert kinds["extra-forward-passes"] == 3  # one extra 8-token chunk before each of the three boundaries
 
 
@@ -97,19 +98,19 @@ def test_minimizing_keeps_the_signature_and_half_the_magnitude(tmp_path):
     candidate = resolve_policy(EARLY_END)
     scenario = _two_block_prompt()
     found = replay(scenario, candidate, VLLM)
-    sig = finding_signature(found.verdict, scenario, found.candidate, FailOn.EFFICIENCY)
+    sig = finding_signature(found.verdict, scenario, found.candidate, FailOn("efficiency"))
     assert sig == "efficiency-extra-forward-passes-no-spec"
-    reproduces = reproduction_predicate(sig, found, candidate, VLLM, FailOn.EFFICIENCY)
+    reproduces = reproduction_predicate(sig, found, candidate, VLLM, FailOn("efficiency"))
     report = minimize(scenario, reproduces, max_seconds=60)
     final = replay(report.minimized, candidate, VLLM)
     assert reproduces(report.minimized)
-    relative = max(f.details["relative"] for f in final.verdict.efficiency if f.kind == "extra-forward-passes")
-    original = max(f.details["relative"] for f in found.verdict.efficiency if f.kind == "extra-forward-passes")
+    relative = max(f.details["relative"] for f in final.verdict.of("efficiency") if f.kind == "extra-forward-passes")
+    original = max(f.details["relative"] for f in found.verdict.of("efficiency") if f.kind == "extra-forward-passes")
     assert relative >= 0.5 * original
 
     finding = Finding(sig, scenario, report.minimized, final.verdict, candidate.spec, "vllm", final.candidate,
-                      stages=report.stage_dicts(), reference_run=final.reference, fail_on=FailOn.EFFICIENCY)
-    bundle = load_bundle(save_finding(finding, tmp_path, None))
+                      stages=report.stage_dicts(), reference_run=final.reference, fail_on=FailOn("efficiency"))
+    bundle = load_bundle(store_finding(finding, tmp_path, None))
     assert bundle.verdict["class"] == "efficiency" and bundle.verdict["kind"] == "extra-forward-passes"
     assert bundle.annotations["expect"] == {candidate.spec: "regressed", "vllm": "clean"}
     assert "## What it costs" in bundle.report and f"`{candidate.spec}` beside `vllm`" in bundle.report

@@ -177,17 +177,18 @@ def test_engine_crash_is_a_fault_and_the_engine_is_rebuilt(engine, tmp_path):
 
 
 def test_confirm_records_a_sim_finding_as_confirmed(engine, sim, tmp_path):
+    from fuzz.oracle.differential import judge
     from fuzz.oracle.finding import Finding
-    from fuzz.oracle.judge import judge
-    from fuzz.oracle.signature import signature
-    from fuzz.store.bundle import load_bundle, save_finding
+    from fuzz.oracle.verdict import default_fail_on, finding_signature
+    from fuzz.report.finding_report import store_finding
+    from fuzz.store.bundle import load_bundle
     from fuzz.triage.confirm import confirm_bundle
 
     naive, vllm = resolve_policy("naive"), resolve_policy("vllm")
     run = sim.run(FRAGMENTED, naive)
-    verdict = judge(run, sim.run(FRAGMENTED, vllm), sim.truth(FRAGMENTED))
-    sig = signature(verdict, FRAGMENTED, run)
-    bundle = save_finding(Finding(sig, FRAGMENTED, FRAGMENTED, verdict, "naive", "vllm", run), tmp_path, None)
+    verdict = judge(FRAGMENTED, run, sim.run(FRAGMENTED, vllm), sim.truth(FRAGMENTED))
+    sig = finding_signature(verdict, FRAGMENTED, run, default_fail_on())
+    bundle = store_finding(Finding(sig, FRAGMENTED, FRAGMENTED, verdict, "naive", "vllm", run), tmp_path, None)
     assert confirm_bundle(bundle, executor=engine) == "confirmed"
     confirmed = load_bundle(bundle).verdict
     assert confirmed["confirmed"] == "confirmed" and confirmed["confirmation"]["poisoned_slots"]

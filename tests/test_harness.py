@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -11,15 +10,15 @@ from pathlib import Path
 
 from conftest import ROOT, seed_case
 
-from fuzz.oracle.signature import reference_is_wrong
+from fuzz.oracle.verdict import reference_is_wrong
+from fuzz.search.settings import RunSettings
 from fuzz.store.bundle import load_bundle
 
 COV = re.compile(r"#\d+\s+(INITED|DONE)\s+cov: (\d+)")
 
 
 def _env(tmp: Path, candidate: str) -> dict[str, str]:
-    return {**os.environ, "GDNFUZZ_CANDIDATE": candidate, "GDNFUZZ_CRASHES": str(tmp / "crashes"),
-            "GDNFUZZ_REGRESSIONS": str(tmp / "regressions"), "GDNFUZZ_MINIMIZE_SECONDS": "30"}
+    return RunSettings(candidate=candidate, corpus=tmp, crashes=tmp / "crashes", minimize_seconds=30).child_env()
 
 
 def test_coverage_of_vllm_grows(tmp_path):

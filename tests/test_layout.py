@@ -3,7 +3,7 @@
 Every ``import`` and ``from ... import`` of the project's own modules is read with ``ast`` (those
 inside functions too, since a lazy import is still a dependency), then:
 - nothing in ``fuzz/`` below the CLI imports ``workers/``: the tier registry names executors by
-  module path (``fuzz.tiers.EXECUTORS``), and only a subcommand (``fuzz.cli.*``) may import a worker
+  module path (``fuzz.tiers.REGISTRY``), and only a subcommand (``fuzz.cli.*``) may import a worker
   package directly (``gdnfuzz campaign`` starts the Ray driver);
 - the module graph has no cycle, lazy imports included.
 """
@@ -82,10 +82,10 @@ def test_no_module_imports_another_in_a_loop():
 
 
 def test_the_registry_names_importable_executors():
-    from fuzz.tiers import EXECUTORS
+    from fuzz.tiers import REGISTRY
 
     modules = _modules()
-    for tier, target in EXECUTORS.items():
-        module, _, attr = target.partition(":")
+    for tier, entry in REGISTRY.items():
+        module, _, attr = entry.executor.partition(":")
         assert module in modules, tier
         assert f"class {attr}(" in modules[module].read_text(), tier

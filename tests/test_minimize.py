@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import CORPUS
 
+from fuzz.model.knobs import EngineKnobs
 from fuzz.model.policies import resolve_policy
-from fuzz.model.scenario import EngineKnobs, Request, Scenario, canonical_json, load_scenario, prompt_lengths
+from fuzz.model.scenario import Request, Scenario, canonical_json, load_scenario, prompt_lengths
 from fuzz.reduce.minimize import minimize, same_signature, signature_of
 from fuzz.reduce.simplicity import simplicity_key
 

@@ -11,15 +11,16 @@ import sys
 from conftest import seed_case
 
 from fuzz.model.policies import resolve_policy
-from fuzz.model.result import FailOn
 from fuzz.model.scenario import load_scenario
+from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
-from fuzz.oracle.signature import finding_signature
+from fuzz.oracle.verdict import FailOn, finding_signature
+from fuzz.report.finding_report import store_finding
 from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, SAVED_LINE, Progress
 from fuzz.search.reducer import reduce_one
+from fuzz.search.settings import RunSettings
 from fuzz.search.supervisor import stop_at_deadline, sync_signature_counts
-from fuzz.store.bundle import count_occurrence, load_bundle, save_finding
-from fuzz.triage.replay import replay
+from fuzz.store.bundle import count_occurrence, load_bundle
 
 
 def _sleeper(ignore_term: bool) -> subprocess.Popen[str]:
@@ -56,17 +57,16 @@ def _stored_finding(store):
     scenario, _ = load_scenario(seed_case())
     candidate, reference = resolve_policy("pre-51113"), resolve_policy("vllm")
     found = replay(scenario, candidate, reference)
-    sig = finding_signature(found.verdict, scenario, found.candidate, FailOn.CORRECTNESS)
+    sig = finding_signature(found.verdict, scenario, found.candidate, FailOn("correctness"))
     finding = Finding(sig, scenario, scenario, found.verdict, candidate.spec, reference.spec, found.candidate,
                       reference_run=found.reference)
-    return sig, save_finding(finding, store, None)
+    return sig, store_finding(finding, store, None)
 
 
-def test_the_reducer_past_its_deadline_stores_the_finding_as_found(tmp_path, monkeypatch):
-    monkeypatch.setenv("GDNFUZZ_CANDIDATE", "pre-51113")
-    monkeypatch.setenv("GDNFUZZ_REFERENCE", "vllm")
+def test_the_reducer_past_its_deadline_stores_the_finding_as_found(tmp_path):
     sig, raw = _stored_finding(tmp_path / "crashes" / "raw" / "worker-0")
-    bundle = reduce_one(sig, raw, tmp_path / "crashes", tmp_path / "regressions", seconds=0.0)
+    settings = RunSettings(candidate="pre-51113", reference="vllm", corpus=tmp_path, crashes=tmp_path / "crashes")
+    bundle = reduce_one(sig, raw, settings, seconds=0.0)
     stored = load_bundle(bundle)
     assert stored.scenario == stored.original  # no time to minimize: nothing is lost, nothing is changed
     assert (tmp_path / "regressions" / f"{sig}.json").exists()

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from fuzz.model.policies import resolve_policy
-from fuzz.model.result import FailOn
 from fuzz.model.scenario import load_scenario
-from fuzz.oracle.signature import finding_signature
-from fuzz.triage.replay import replay
+from fuzz.oracle.differential import replay
+from fuzz.oracle.verdict import FailOn, finding_signature
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "signatures"
@@ -26,7 +25,7 @@ IGNORE_EXTERNAL = "bench/mutants/ignore_external_start.py:split"
 def _signature(path: Path, candidate: str, reference: str = "vllm") -> str:
     scenario, _ = load_scenario(path)
     replayed = replay(scenario, resolve_policy(candidate), resolve_policy(reference))
-    return finding_signature(replayed.verdict, scenario, replayed.candidate, FailOn.CORRECTNESS)
+    return finding_signature(replayed.verdict, scenario, replayed.candidate, FailOn("correctness"))
 
 
 @pytest.mark.parametrize("path", [DATA / "seed-bug-on-a-connector-request.json",

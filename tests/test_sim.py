@@ -8,10 +8,9 @@ from pathlib import Path
 from conftest import seed_case
 
 from fuzz.model.policies import Policy, resolve_policy
-from fuzz.model.result import FailOn
 from fuzz.model.scenario import load_scenario
-from fuzz.oracle.judge import judge
-from fuzz.oracle.signature import finding_signature
+from fuzz.oracle.differential import judge
+from fuzz.oracle.verdict import FailOn, finding_signature
 from fuzz.search.generate import random_scenario
 from fuzz.triage.baseline import recorded_own_findings
 
@@ -24,10 +23,10 @@ def test_seed_bug_names_the_poisoned_slot(sim):
     pre = sim.run(scenario, PRE)
     [slot] = pre.poisoned
     assert (slot.claimed_tokens, slot.held_tokens, slot.column) == (1600, 364, 0)
-    verdict = judge(pre, sim.run(scenario, VLLM), sim.truth(scenario))
+    verdict = judge(scenario, pre, sim.run(scenario, VLLM), sim.truth(scenario))
     assert verdict.status == "diverged"
     assert verdict.summary == "slot hashed as state@1600 holds state@364"
-    divergence = next(f for f in verdict.findings if f.kind == "output-divergence")
+    divergence = next(f for f in verdict.of("correctness") if f.kind == "output-divergence")
     assert divergence.side == "candidate" and divergence.request_id == "follower"
 
 
@@ -54,10 +53,10 @@ def test_null_run_has_no_false_positives_and_naive_is_caught(sim):
     caught = 0
     for s in scenarios:
         candidate, reference = sim.run(s, VLLM), sim.run(s, VLLM)
-        verdict = judge(candidate, reference, sim.truth(s))
+        verdict = judge(s, candidate, reference, sim.truth(s))
         if verdict.status != "clean":
-            assert finding_signature(verdict, s, candidate, FailOn.CORRECTNESS) in known, s.to_dict()
-        caught += judge(sim.run(s, NAIVE), sim.run(s, VLLM), sim.truth(s)).status == "diverged"
+            assert finding_signature(verdict, s, candidate, FailOn("correctness")) in known, s.to_dict()
+        caught += judge(s, sim.run(s, NAIVE), sim.run(s, VLLM), sim.truth(s)).status == "diverged"
     assert caught > 0
 
 

@@ -22,6 +22,7 @@ import pytest
 
 import workers.sim.scheduler as scheduler_module
 from fuzz.errors import ConfigRejected
+from fuzz.model.knobs import EngineKnobs
 from fuzz.model.policies import resolve_policy
 from fuzz.search.generate import random_scenario
 from workers.sim.block_hashes import vllm_block_hasher
@@ -54,8 +55,10 @@ def built(key: ConfigKey) -> dict[str, str] | str:
 def test_copied_model_configs_equal_fresh_builds_and_rejections():
     rng = random.Random(5)
     keys = {ConfigKey.of(random_scenario(rng).engine, connector) for connector in (False, True) for _ in range(12)}
-    keys |= {ConfigKey(64, 16, 16, "mtp", 2, -5), ConfigKey(64, 16, 16, "mtp", 0, None),
-             ConfigKey(0, 16, 16, "off", 0, None)}  # three knob sets vLLM rejects
+    rejected = (EngineKnobs(mamba_block_size=64, spec_decode="mtp", num_speculative_tokens=2, retention_interval=-5),
+                EngineKnobs(mamba_block_size=64, spec_decode="mtp", num_speculative_tokens=0, retention_interval=None),
+                EngineKnobs(mamba_block_size=0, retention_interval=None))
+    keys |= {ConfigKey.of(knobs) for knobs in rejected}  # three knob sets vLLM rejects
     vllm_config_for.cache_clear()
     derived = {key: built(key) for key in sorted(keys, key=repr)}  # model parts shared from the first build
     assert sum(isinstance(v, str) for v in derived.values()) == 3

@@ -52,7 +52,7 @@ def test_generation_and_mutation_reach_every_new_knob():
     assert any(s.engine.prefill_checkpoint_alignment for s in scenarios)
     assert any(s.engine.shared_prefix_checkpoint for s in scenarios)
     assert any(r.external_tokens for s in scenarios for r in s.requests)
-    assert {"change_mamba_family", "toggle_shared_prefix_checkpoint", "external_prefix"} <= set(MUTATIONS)
+    assert {"knob-prefill_checkpoint_alignment", "knob-shared_prefix_checkpoint", "external_prefix"} <= set(MUTATIONS)
     for s in scenarios[:50]:
         mutated = mutate_scenario(s, rng)
         assert Scenario.from_dict(mutated.to_dict()) == mutated

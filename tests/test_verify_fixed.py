@@ -14,6 +14,7 @@ from lifecycle_fixtures import HISTORY, ROOT, real_bundle, vllm_history
 from fuzz.cli import main
 from fuzz.oracle.finding import environment
 from fuzz.report.github import file_issue
+from fuzz.search.settings import RunSettings
 from fuzz.store.bundle import load_bundle
 from fuzz.triage.verify import classify
 from workers.campaign.config import CampaignConfig
@@ -111,7 +112,7 @@ def test_a_git_revision_is_a_candidate_read_from_git_objects(tmp_path, capsys):
 def test_the_campaign_task_verifies_once_per_installed_vllm(tmp_path):
     crashes = tmp_path / "crashes"
     bundle = real_bundle(crashes)
-    config = CampaignConfig(corpus=tmp_path / "corpus", crashes=crashes, verify_fixed=True, verify_tries=1)
+    config = CampaignConfig(RunSettings(corpus=tmp_path / "corpus", crashes=crashes), verify_fixed=True, verify_tries=1)
     assert verify_fixed_task(config) == [f"{bundle.name}: fixed (0/1 tries)"]
     assert verify_fixed_task(config) == [f"{bundle.name}: fixed (0/1 tries) [already verified against this candidate]"]
     assert json.loads((bundle / "verdict.json").read_text())["verifications"][f"vllm {VLLM}"]["tries"] == 1

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.errors import ExitCode
-from fuzz.store.bundle import load_bundle, record_range
+from fuzz.report.lifecycle import record_range
+from fuzz.store.bundle import load_bundle
 from fuzz.triage.bisect import bisect
 from fuzz.triage.candidate import MODES
 

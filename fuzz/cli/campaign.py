@@ -12,23 +12,26 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fuzz.cli.options import add_fail_on_arg, add_policy_args, add_store_args
+from fuzz.cli.options import add_fail_on_arg, add_policy_args, add_store_args, positive_int
 from fuzz.errors import InputError
 from fuzz.model.policies import PolicyError, resolve_policy
-from fuzz.oracle.signature import exit_code_for
+from fuzz.oracle.verdict import exit_code_for
+from fuzz.search.mutate import MAX_STEPS
+from fuzz.search.settings import DEFAULT_MINIMIZE_SECONDS, RunSettings
 from fuzz.store.stats import default_stats_path
 
 
 def config_from_args(args: argparse.Namespace) -> Any:
     from workers.campaign.config import CampaignConfig
 
+    run = RunSettings(candidate=args.candidate, reference=args.reference, fail_on=args.fail_on,
+                      max_time=args.max_time, seed=args.seed, max_steps=args.max_steps,
+                      minimize_seconds=args.minimize_time, libfuzzer=tuple(args.libfuzzer),
+                      corpus=Path(args.corpus).resolve(), crashes=Path(args.crashes).resolve())
     return CampaignConfig(
-        corpus=Path(args.corpus).resolve(), crashes=Path(args.crashes).resolve(), candidate=args.candidate,
-        reference=args.reference, fuzzers=args.fuzzers, verifiers=args.verifiers,
-        gpus_per_verifier=args.gpus_per_verifier, max_time=args.max_time, seed=args.seed,
-        minimize_seconds=args.minimize_time, merge_every=args.merge_every, hang_timeout=args.hang_timeout,
-        file_issues=args.file_issues, dry_run_issues=args.dry_run_issues, drain_time=args.drain_time,
-        libfuzzer=tuple(args.libfuzzer), fail_on=str(args.fail_on), verify_fixed=args.verify_fixed)
+        run=run, fuzzers=args.fuzzers, verifiers=args.verifiers, gpus_per_verifier=args.gpus_per_verifier,
+        merge_every=args.merge_every, hang_timeout=args.hang_timeout, file_issues=args.file_issues,
+        dry_run_issues=args.dry_run_issues, drain_time=args.drain_time, verify_fixed=args.verify_fixed)
 
 
 def _check(args: argparse.Namespace) -> str | None:
@@ -89,7 +92,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--verify-fixed", action="store_true",
                    help="at the start, replay every stored finding against the installed vLLM (once per vLLM "
                         "version; with --file-issues, close fixed issues and reopen returning ones)")
-    p.add_argument("--minimize-time", type=float, default=60.0, help="seconds to minimize each new signature")
+    p.add_argument("--minimize-time", type=float, default=DEFAULT_MINIMIZE_SECONDS,
+                   help=f"seconds to minimize each new signature (default {DEFAULT_MINIMIZE_SECONDS:g})")
+    p.add_argument("--max-steps", type=positive_int, default=MAX_STEPS,
+                   help=f"drop mutations that take more scheduler steps (as `gdnfuzz run`; default {MAX_STEPS})")
     p.add_argument("--merge-every", type=float, default=600.0, help="seconds between corpus merges (0: never)")
     p.add_argument("--hang-timeout", type=int, default=60, help="seconds one input may run before it is a hang")
     p.add_argument("--drain-time", type=float, default=240.0,

@@ -18,12 +18,13 @@ from fuzz.cli.options import add_fail_on_arg
 from fuzz.errors import ExitCode, InputError
 from fuzz.model.checkout import BRANCH_PREFIX
 from fuzz.model.policies import resolve_policy
+from fuzz.report.ci_report import Case, CiReport, mark_new
 from fuzz.report.junit import render_junit
 from fuzz.report.sarif import render_sarif
 from fuzz.report.summary import render_summary
 from fuzz.store.atomic import atomic_write
 from fuzz.triage.baseline import read_baseline
-from fuzz.triage.ci import Case, CiPaths, CiReport, corpus_files, fuzz, mark_new, replay_corpus
+from fuzz.triage.ci import CiPaths, corpus_files, fuzz, replay_corpus
 
 
 def candidate_spec(candidate: str, mode: str) -> str:

@@ -18,7 +18,7 @@ from fuzz.cli.options import add_policy_args, policies_of
 from fuzz.errors import ExitCode, InputError
 from fuzz.model.scenario import Scenario, load_scenario
 from fuzz.store.atomic import atomic_write
-from fuzz.tiers import executor_for
+from fuzz.tiers import BOTH, COMPARED, executor_for, tier_help, tiers_of
 from fuzz.triage.compare import compare_costs, hit_agreement, summarize
 
 
@@ -73,7 +73,7 @@ def format_agreement(rows: list[dict[str, Any]]) -> str:
 def cmd_compare(args: argparse.Namespace) -> int:
     candidate, reference = policies_of(args)
     loaded = scenario_files(args.paths)
-    tiers = ("sim", "engine") if args.tier == "both" else (args.tier,)
+    tiers = tiers_of(args.tier)
     report: dict[str, Any] = {"candidate": candidate.spec, "reference": reference.spec, "tiers": {}}
     results = {}
     for tier in tiers:
@@ -81,11 +81,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         report["tiers"][tier] = summarize(results[tier])
         print(format_summary(report["tiers"][tier], f"candidate {candidate.spec} against reference "
                              f"{reference.spec}, {tier} tier"))
-    if args.tier == "both":
-        engine = executor_for("engine")
-        as_engine_runs = [(name, engine.as_run(scenario)) for name, scenario in loaded]
-        sim_as_engine = compare_costs(as_engine_runs, candidate, reference, "sim")
-        report["hit_agreement"] = hit_agreement(sim_as_engine, results["engine"])
+    if args.tier == BOTH:
+        model, real = COMPARED
+        as_real_runs = [(name, executor_for(real).as_run(scenario)) for name, scenario in loaded]
+        report["hit_agreement"] = hit_agreement(compare_costs(as_real_runs, candidate, reference, model), results[real])
         print(format_agreement(report["hit_agreement"]))
     if args.json:
         atomic_write(args.json, json.dumps(report, indent=1, sort_keys=True) + "\n")
@@ -97,7 +96,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("compare", help="A/B cost table of two split policies over a corpus (cache hits, passes, chunks)")
     p.add_argument("paths", nargs="+", help="scenario files or directories of them")
     add_policy_args(p)
-    p.add_argument("--tier", default="sim", choices=("sim", "engine", "both"),
-                   help="where to measure (both: sim and engine, with their hit-token agreement)")
+    p.add_argument("--tier", default="sim", choices=(*COMPARED, BOTH),
+                   help=f"where to measure (default sim): {tier_help((*COMPARED, BOTH))}, with their hit-token "
+                        "agreement")
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON (for gdnfuzz dashboard --compare)")
     p.set_defaults(func=cmd_compare)

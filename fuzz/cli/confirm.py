@@ -8,6 +8,7 @@ from typing import Any
 
 from fuzz.errors import ExitCode
 from fuzz.model.result import ConfirmState
+from fuzz.tiers import CONFIRMING, tier_help
 from fuzz.triage.confirm import confirm_bundle
 
 
@@ -24,5 +25,6 @@ def cmd_confirm(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("confirm", help="re-run findings on the engine tier and record confirmed / not / inconclusive")
     p.add_argument("bundles", nargs="+", help="crashes/<signature> directories")
-    p.add_argument("--tier", default="engine", choices=("engine",), help="the tier that decides (engine)")
+    p.add_argument("--tier", default=CONFIRMING[0], choices=CONFIRMING,
+                   help=f"the tier that decides (default {CONFIRMING[0]}): {tier_help(CONFIRMING)}")
     p.set_defaults(func=cmd_confirm)

@@ -13,14 +13,14 @@ from typing import Any
 
 from fuzz.cli.options import add_fail_on_arg, add_policy_args, policies_of
 from fuzz.errors import ExitCode, InputError
-from fuzz.search.rerun import MergeRequest, merge_env
+from fuzz.search.rerun import MergeRequest, merge_settings
 from fuzz.store.corpus_merge import run_libfuzzer_merge
 
 
 def run_merge(request: MergeRequest, args: argparse.Namespace) -> int:
     """Carry out a merge request (from ``gdnfuzz merge`` or ``gdnfuzz run -- -merge=1``) and print its summary."""
     policies_of(args)
-    env = merge_env(args.candidate, args.reference, args.crashes, args.fail_on)
+    env = merge_settings(args.candidate, args.reference, args.crashes, args.fail_on).child_env()
     files, features, edges = run_libfuzzer_merge(request.out, request.inputs, env, args.merge_timeout,
                                                  request.flags, request.mode)
     print(f"gdnfuzz merge ({request.mode}): {files} new files with {features} new features "

@@ -19,10 +19,10 @@ from fuzz.cli.options import add_policy_args, policies_of
 from fuzz.errors import ConfigRejected, ExitCode
 from fuzz.model.policies import Policy
 from fuzz.model.scenario import Scenario, load_scenario, pretty_json, prompt_lengths
+from fuzz.oracle.differential import replay
 from fuzz.reduce.minimize import minimize, same_signature, signature_of
 from fuzz.reduce.shrinker import MinimizeReport
 from fuzz.store.atomic import atomic_write
-from fuzz.triage.replay import replay
 
 
 def _size(scenario: Scenario, candidate: Policy, reference: Policy) -> str:

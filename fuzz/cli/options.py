@@ -7,7 +7,7 @@ import os
 
 from fuzz.model.deadline import DEADLINE_ENV, DEFAULT_DEADLINE_S, check_deadline, set_deadline
 from fuzz.model.policies import Policy, resolve_policy
-from fuzz.model.result import FailOn
+from fuzz.oracle.verdict import FailOn, default_fail_on, fail_on_choices, finding_classes
 
 
 def add_policy_args(p: argparse.ArgumentParser) -> None:
@@ -24,9 +24,9 @@ def add_store_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_fail_on_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fail-on", type=FailOn, choices=list(FailOn), default=FailOn.CORRECTNESS,
-                   help="which findings fail the command: correctness (default: wrong slots, outputs, faults), "
-                        "efficiency (lost cache hits, extra forward passes, idle budget; exit 4), or any")
+    classes = "; ".join(f"{c.name} ({c.description})" for c in finding_classes())
+    p.add_argument("--fail-on", type=FailOn, choices=fail_on_choices(), default=default_fail_on(),
+                   help=f"which findings fail the command: {classes}; or any (default {default_fail_on()})")
 
 
 def add_deadline_arg(p: argparse.ArgumentParser) -> None:

@@ -8,25 +8,23 @@ is left unchanged if the merge fails: exit 1).
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from fuzz.cli.merge import add_merge_harness_args
 from fuzz.cli.options import policies_of
 from fuzz.errors import ExitCode, InputError
-from fuzz.search.rerun import merge_env
+from fuzz.search.rerun import merge_settings
 from fuzz.store.corpus_merge import merge_corpus
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
     policies_of(args)
-    corpus = Path(args.corpus)
-    queue = corpus / "queue"
-    if not queue.is_dir():
-        raise InputError(f"{queue}: no such directory (nothing to prune)")
-    baseline = [d for d in (corpus / "seeds", corpus / "regressions") if d.is_dir()]
-    report = merge_corpus(queue, baseline, merge_env(args.candidate, args.reference, args.crashes, args.fail_on),
-                          timeout=args.merge_timeout)
+    settings = replace(merge_settings(args.candidate, args.reference, args.crashes, args.fail_on), corpus=Path(args.corpus))
+    if not settings.queue.is_dir():
+        raise InputError(f"{settings.queue}: no such directory (nothing to prune)")
+    report = merge_corpus(settings.queue, list(settings.committed), settings.child_env(), timeout=args.merge_timeout)
     print(f"gdnfuzz prune: {report.candidates} inputs -> {report.kept} kept, {report.removed} removed "
           f"({report.features} features, {report.edges} edges over the seeds and regressions) in {report.seconds:.1f}s")
     return ExitCode.CLEAN

@@ -15,29 +15,30 @@ from typing import Any
 from fuzz.cli.options import add_deadline_arg, add_fail_on_arg, add_policy_args, apply_deadline, policies_of
 from fuzz.errors import ExitCode, InputError
 from fuzz.model.policies import Policy
-from fuzz.model.result import FailOn, VerdictStatus
+from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import Scenario, load_scenario
-from fuzz.oracle.judge import Verdict
-from fuzz.oracle.signature import finding_signature
-from fuzz.triage.replay import check_expectation, exit_code, replay
+from fuzz.oracle.differential import check_expectation, exit_code, replay
+from fuzz.oracle.verdict import ANY, FailOn, Verdict, default_fail_on, finding_classes, finding_signature
+from fuzz.tiers import BOTH, TIERS, tier_help, tiers_of
 
 
 def _row(name: str, tier: str, scenario: Scenario, replayed: Any, expectation: bool | None) -> dict[str, Any]:
-    """One scenario's row; ``signature`` names its finding, correctness first, whatever ``--fail-on`` counts."""
+    """One scenario's row; ``signature`` names its finding (the lowest-ranked class first), whatever
+    ``--fail-on`` counts."""
     v = replayed.verdict
-    first = v.first
+    first = v.located
     return {
         "file": name,
         "tier": tier,
         "verdict": v.status,
         "kind": v.summary,
-        "signature": finding_signature(v, scenario, replayed.candidate, FailOn.ANY),
+        "signature": finding_signature(v, scenario, replayed.candidate, FailOn(ANY)),
         "side": first.side if first else None,
         "first_request": first.request_id if first else None,
         "first_step": first.step if first else None,
         "resumed": v.resumed,
         "poisoned": v.poisoned,
-        "efficiency": [f"{f.kind}: {f.details['amount']} {f.details['unit']}" for f in v.efficiency],
+        "efficiency": [line for c in finding_classes() for line in c.costs(v.of(c))],  # what the candidate pays
         "expectation": {None: "-", True: "ok", False: "FAILED"}[expectation],
         "notes": v.notes,
     }
@@ -65,10 +66,10 @@ Loaded = tuple[str, Scenario, dict[str, Any]] | tuple[str, InputError]
 
 
 def replay_files(loaded: list[Loaded], candidate: Policy, reference: Policy,
-                 tier: str, as_json: bool, fail_on: FailOn = FailOn.CORRECTNESS) -> int:
+                 tier: str, as_json: bool, fail_on: FailOn | None = None) -> int:
     """Replay every file and print its rows; a file that failed to load (``(name, error)``) or to run
     gets an error row, the others keep theirs, and the call then fails with exit 2."""
-    tiers = ("sim", "engine") if tier == "both" else (tier,)
+    tiers = tiers_of(tier)
     rows: list[dict[str, Any]] = []
     verdicts: list[Verdict] = []
     errors: list[InputError] = []
@@ -105,7 +106,7 @@ def replay_files(loaded: list[Loaded], candidate: Policy, reference: Policy,
         raise InputError(f"{len(errors)} of {len(loaded)} files could not be replayed (first: {errors[0]})")
     if disagree:
         return ExitCode.TIERS_DISAGREE
-    return exit_code(verdicts, fail_on)
+    return exit_code(verdicts, fail_on or default_fail_on())
 
 
 def _load(name: str) -> Loaded:
@@ -126,8 +127,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("replay", help="replay scenarios under a candidate and a reference policy")
     p.add_argument("files", nargs="+", help="scenario JSON files")
     add_policy_args(p)
-    p.add_argument("--tier", default="sim", choices=("sim", "engine", "kernels", "both"),
-                   help="where to run them (both = sim and engine, compared)")
+    p.add_argument("--tier", default="sim", choices=(*TIERS, BOTH),
+                   help=f"where to run them (default sim): {tier_help((*TIERS, BOTH))}")
     p.add_argument("--json", action="store_true", help="print one JSON object per scenario")
     add_fail_on_arg(p)
     add_deadline_arg(p)

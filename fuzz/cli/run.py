@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from fuzz.cli.merge import add_merge_args, run_merge
@@ -17,7 +18,17 @@ from fuzz.cli.options import add_fail_on_arg, add_policy_args, add_store_args, p
 from fuzz.search.libfuzzer import Progress
 from fuzz.search.mutate import MAX_STEPS
 from fuzz.search.rerun import merge_request
+from fuzz.search.settings import DEFAULT_MINIMIZE_SECONDS, TARGETS, RunSettings
 from fuzz.search.supervisor import run_workers
+
+
+def run_settings(args: argparse.Namespace) -> RunSettings:
+    """The run's settings, from its command line."""
+    return RunSettings(candidate=args.candidate, reference=args.reference, fail_on=args.fail_on, target=args.target,
+                       max_time=args.max_time, runs=args.runs, seed=args.seed, jobs=args.jobs,
+                       max_steps=args.max_steps, minimize_seconds=args.minimize_time,
+                       libfuzzer=tuple(args.libfuzzer), corpus=Path(args.corpus), crashes=Path(args.crashes),
+                       write_regressions=not args.no_regressions)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -26,7 +37,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if merge is not None:
         return run_merge(merge, args)
     progress = Progress()
-    code = run_workers(args, progress)
+    code = run_workers(run_settings(args), progress)
     print(run_summary(progress))
     return code
 
@@ -45,7 +56,7 @@ def run_summary(progress: Progress) -> str:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="coverage-guided fuzzing of a candidate split against a reference (atheris)")
-    p.add_argument("--target", default="split", choices=("split", "kernels"),
+    p.add_argument("--target", default="split", choices=TARGETS,
                    help="split: candidate vs reference on the sim tier; kernels: GDN kernel conformance "
                         "(a conformance failure is a libFuzzer crash: the worker stops and keeps the input)")
     add_policy_args(p)
@@ -55,7 +66,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=1, help="worker i uses libFuzzer -seed=SEED+i (default 1)")
     add_store_args(p)
     p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes")
-    p.add_argument("--minimize-time", type=float, default=60.0, help="seconds to minimize each new signature")
+    p.add_argument("--minimize-time", type=float, default=DEFAULT_MINIMIZE_SECONDS,
+                   help=f"seconds to minimize each new signature (default {DEFAULT_MINIMIZE_SECONDS:g})")
     p.add_argument("--max-steps", type=positive_int, default=MAX_STEPS,
                    help="drop mutations whose requests, run one after another, take more scheduler steps "
                         f"(the structural -max_len; default {MAX_STEPS})")

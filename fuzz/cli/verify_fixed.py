@@ -12,6 +12,7 @@ from typing import Any
 from fuzz.errors import ExitCode, InputError
 from fuzz.report.github import API_URL_ENV, DEFAULT_API_URL, TOKEN_ENV
 from fuzz.store.bundle import VERIFY_STATES
+from fuzz.tiers import TIERS
 from fuzz.triage.candidate import MODES, at_revision, from_spec
 from fuzz.triage.verify import bundles_in, verify_store
 
@@ -53,7 +54,7 @@ def add_parser(sub: Any) -> None:
                         "scheduling code)")
     p.add_argument("--tries", type=int, default=DEFAULT_TRIES,
                    help=f"replays per bundle (default {DEFAULT_TRIES}); some but not all reproducing is flaky")
-    p.add_argument("--tier", default=None, choices=("sim", "engine", "kernels"),
+    p.add_argument("--tier", default=None, choices=TIERS,
                    help="tier to replay on (default: each bundle's own)")
     p.add_argument("--with-issue", action="store_true", help="only bundles with a filed issue (issue.json)")
     p.add_argument("--repo", default=None, metavar="OWNER/NAME",

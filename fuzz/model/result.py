@@ -29,23 +29,7 @@ class VerdictStatus(StrEnum):
     DIVERGED = "diverged"  # at least one correctness finding
     INCONCLUSIVE = "inconclusive"  # nothing found, but the canary was missed: "clean" would mean nothing
     UNSUPPORTED = "unsupported"  # a side could not run on this tier
-    REGRESSED = "regressed"  # no correctness finding, but the candidate costs the user more (fuzz.oracle.efficiency)
-
-
-class FailOn(StrEnum):
-    """Which class of finding fails a run (``--fail-on``): correctness (the default), efficiency, or any."""
-
-    CORRECTNESS = "correctness"
-    EFFICIENCY = "efficiency"
-    ANY = "any"
-
-    @property
-    def correctness(self) -> bool:
-        return self in (FailOn.CORRECTNESS, FailOn.ANY)
-
-    @property
-    def efficiency(self) -> bool:
-        return self in (FailOn.EFFICIENCY, FailOn.ANY)
+    REGRESSED = "regressed"  # no correctness finding, but the candidate costs the user more (the efficiency class)
 
 
 class ConfirmState(StrEnum):

@@ -29,13 +29,13 @@ from typing import Any
 
 from fuzz.errors import FieldError
 from fuzz.model import json_input
+from fuzz.model.knobs import EngineKnobs, engine_to_dict, parse_engine
 from fuzz.model.result import VerdictStatus
 
 FORMAT_VERSION = 1
 FORMAT_KEY = "gdnfuzz_scenario"
 VOCAB_SIZE = 32_000
 MAX_CONTEXT = 16_384  # tokens: the tiny hybrid model's context (max_position_embeddings), on every tier
-SPEC_METHODS = ("off", "eagle", "mtp")
 # Keys a corpus file may carry beside the scenario itself; they never change
 # what the scenario computes.
 ANNOTATION_KEYS = ("expect", "note", "origin")
@@ -46,58 +46,6 @@ class ScenarioError(FieldError):
 
     def in_file(self, file: str | Path) -> ScenarioError:
         return ScenarioError(self.field_path, self.message, str(file))
-
-
-@dataclass(frozen=True)
-class EngineKnobs:
-    """Engine configuration of one scenario (the ``engine`` key).
-
-    ``mamba_block_size`` is B, the Mamba group's block (and the scheduler's
-    ``cache_config.block_size``, as in vLLM's engine); ``block_size`` is the
-    full-attention group's block, which must divide B; ``hash_block_size`` is
-    vLLM's ``prefix_match_unit``. Partial hash hits are on exactly when
-    ``hash_block_size < mamba_block_size``, which is how vLLM decides it.
-    ``step_budgets[i]``, when present, replaces ``max_num_batched_tokens`` for
-    scheduler step ``i`` (the way vLLM's own regression test hand-picks budgets);
-    steps past the list use ``max_num_batched_tokens``. ``num_kv_blocks`` None
-    means enough blocks that nothing is evicted; small values force preemption.
-
-    ``prefill_checkpoint_alignment`` picks the Mamba layer family: None is GDN (its
-    ``MambaSpec`` declares no prefill checkpoint blocks); an integer k is a spec with
-    ``num_prefill_checkpoint_blocks=1`` and that alignment, as Mamba2 (k = 1) and KDA
-    layers declare it, so the backend may export the prompt checkpoint inside the
-    final chunk. ``shared_prefix_checkpoint`` is vLLM's
-    ``CacheConfig.enable_mamba_shared_prefix_checkpoint`` (it only takes effect with
-    partial hash hits and an EAGLE-family drafter, as vLLM decides).
-    Both are left out of ``to_dict`` at their defaults, so scenarios written before
-    they existed keep their bytes and ids.
-    """
-
-    mamba_block_size: int = 1600
-    block_size: int = 16
-    hash_block_size: int = 16
-    max_num_batched_tokens: int = 2048
-    step_budgets: tuple[int, ...] = ()
-    long_prefill_token_threshold: int = 0
-    max_num_seqs: int = 16
-    spec_decode: str = "off"
-    num_speculative_tokens: int = 0
-    retention_interval: int | None = 0
-    num_kv_blocks: int | None = None
-    prefill_checkpoint_alignment: int | None = None
-    shared_prefix_checkpoint: bool = False
-
-    @property
-    def partial_hash_hits(self) -> bool:
-        return self.hash_block_size < self.mamba_block_size
-
-    @property
-    def num_spec_tokens(self) -> int:
-        return 0 if self.spec_decode == "off" else self.num_speculative_tokens
-
-    def budget_at(self, step: int) -> int:
-        """The token budget of scheduler step ``step``: ``step_budgets[step]``, else ``max_num_batched_tokens``."""
-        return self.step_budgets[step] if step < len(self.step_budgets) else self.max_num_batched_tokens
 
 
 @dataclass(frozen=True)
@@ -136,15 +84,10 @@ class Scenario:
         return hash(canonical_json(self))
 
     def to_dict(self) -> dict[str, Any]:
-        engine = asdict(self.engine)
-        engine["step_budgets"] = list(self.engine.step_budgets)
-        for key in _OMITTED_AT_DEFAULT:
-            if engine[key] == EngineKnobs.__dataclass_fields__[key].default:
-                del engine[key]
         return {
             FORMAT_KEY: FORMAT_VERSION,
             "seed": self.seed,
-            "engine": engine,
+            "engine": engine_to_dict(self.engine),
             "segments": dict(sorted(self.segments.items())),
             "requests": [_request_to_dict(r) for r in self.requests],
         }
@@ -170,10 +113,6 @@ class Scenario:
             if r.id == request_id:
                 return r
         raise KeyError(request_id)
-
-
-# Engine knobs added after format version 1 was fixed: absent at their default, so old ids stay.
-_OMITTED_AT_DEFAULT = ("prefill_checkpoint_alignment", "shared_prefix_checkpoint")
 
 
 def _request_to_dict(r: Request) -> dict[str, Any]:
@@ -290,57 +229,7 @@ REQUEST_ID_RE = re.compile(r"(?=.*[A-Za-z0-9])[A-Za-z0-9_-]{1,64}")
 
 
 def _parse_engine(data: Any) -> EngineKnobs:
-    data = _object(data, "engine")
-    w = "engine."
-    _reject_unknown(data, set(EngineKnobs.__dataclass_fields__), w)
-    block = _int(data, "block_size", w, 16, 1, 16384)
-    mamba = _int(data, "mamba_block_size", w, 1600, 1, 16384)
-    hash_block = _int(data, "hash_block_size", w, block, 1, 16384)
-    if mamba % block:
-        raise ScenarioError(f"{w}mamba_block_size", f"{mamba} is not a multiple of block_size {block}")
-    if mamba % hash_block or block % hash_block:
-        raise ScenarioError(
-            f"{w}hash_block_size",
-            f"{hash_block} must divide block_size {block} and mamba_block_size {mamba}",
-        )
-    budget = _int(data, "max_num_batched_tokens", w, 2048, 1, 1 << 20)
-    budgets = data.get("step_budgets", [])
-    if not isinstance(budgets, list) or any(
-        isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= 1 << 20 for b in budgets
-    ):
-        raise ScenarioError(f"{w}step_budgets", "expected a list of integers in [1, 1048576]")
-    spec = data.get("spec_decode", "off")
-    if spec not in SPEC_METHODS:
-        raise ScenarioError(f"{w}spec_decode", f"{spec!r} is not one of {', '.join(SPEC_METHODS)}")
-    num_spec = _int(data, "num_speculative_tokens", w, 0 if spec == "off" else 1, 0, 8)
-    if spec != "off" and num_spec == 0:
-        raise ScenarioError(f"{w}num_speculative_tokens", f"spec_decode {spec!r} needs at least 1")
-    if spec == "off" and num_spec:
-        raise ScenarioError(f"{w}num_speculative_tokens", "must be 0 when spec_decode is 'off'")
-    return EngineKnobs(
-        mamba_block_size=mamba,
-        block_size=block,
-        hash_block_size=hash_block,
-        max_num_batched_tokens=budget,
-        step_budgets=tuple(budgets),
-        long_prefill_token_threshold=_int(data, "long_prefill_token_threshold", w, 0, 0, 1 << 20),
-        max_num_seqs=_int(data, "max_num_seqs", w, 16, 1, 256),
-        spec_decode=spec,
-        num_speculative_tokens=num_spec,
-        retention_interval=_int(data, "retention_interval", w, 0, 0, 1 << 20)
-        if data.get("retention_interval", 0) is not None
-        else None,
-        num_kv_blocks=_int(data, "num_kv_blocks", w, None, 4, 1 << 20),
-        prefill_checkpoint_alignment=_int(data, "prefill_checkpoint_alignment", w, None, 1, mamba),
-        shared_prefix_checkpoint=_bool(data, "shared_prefix_checkpoint", w, False),
-    )
-
-
-def _bool(data: Mapping[str, Any], key: str, where: str, default: bool) -> bool:
-    value = data.get(key, default)
-    if not isinstance(value, bool):
-        raise ScenarioError(f"{where}{key}", f"expected true or false, got {value!r}")
-    return value
+    return parse_engine(_object(data, "engine"), lambda knob, message: ScenarioError(f"engine.{knob}", message))
 
 
 def _parse_prompt(value: Any, where: str, segments: Mapping[str, int]) -> tuple[str | int, ...]:
@@ -484,7 +373,6 @@ def scenario_summary(s: Scenario) -> dict[str, int]:
 
 
 __all__ = [
-    "EngineKnobs",
     "Request",
     "Scenario",
     "ScenarioError",

@@ -1,1 +1,2 @@
-"""Judging runs: the verdict (candidate against reference and truth), findings and their signatures."""
+"""Judging runs: the finding classes (a registry), the differential replay that runs and judges a
+scenario, the verdict, findings and their signatures."""

@@ -10,10 +10,10 @@ import platform
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzz.model.result import FailOn, RunResult
+from fuzz.model.result import RunResult
 from fuzz.model.scenario import Scenario
-from fuzz.oracle.judge import Verdict
-from fuzz.oracle.signature import is_efficiency
+from fuzz.oracle.divergence import Divergence
+from fuzz.oracle.verdict import FailOn, FindingClass, Verdict, class_of_signature, default_fail_on
 
 
 def environment(device: str = "cpu") -> dict[str, str]:
@@ -45,18 +45,24 @@ class Finding:
     candidate_run: RunResult
     tier: str = "sim"
     stages: list[dict[str, Any]] = field(default_factory=list)
-    reference_run: RunResult | None = None  # kept for efficiency findings: their report sets both runs side by side
-    fail_on: FailOn = FailOn.CORRECTNESS  # the class of finding that was counted
+    reference_run: RunResult | None = None  # a report may set both runs side by side
+    fail_on: FailOn = field(default_factory=default_fail_on)  # the classes of finding that were counted
 
     @property
-    def finding_class(self) -> str:
-        """``correctness`` or ``efficiency``: what this finding is, whatever else its verdict holds."""
-        return "efficiency" if is_efficiency(self.signature) else "correctness"
+    def finding_class(self) -> FindingClass:
+        """The class this finding is (its signature says), whatever else its verdict holds."""
+        return class_of_signature(self.signature)
+
+    @property
+    def head(self) -> Divergence:
+        """The finding of its own class that names it."""
+        head = self.finding_class.headline(self.verdict.of(self.finding_class))
+        assert head is not None, self.signature
+        return head
 
 
-def replay_argv(scenario_path: str, candidate: str, reference: str, tier: str,
-                fail_on: str = FailOn.CORRECTNESS) -> list[str]:
+def replay_argv(scenario_path: str, candidate: str, reference: str, tier: str, fail_on: str | None = None) -> list[str]:
     """The ``gdnfuzz replay`` command line that reproduces a bundle's finding (and fails while it does)."""
     words = ["gdnfuzz", "replay", scenario_path, "--candidate", candidate, "--reference", reference]
     words += ["--tier", tier] if tier != "sim" else []
-    return words + (["--fail-on", str(fail_on)] if fail_on != FailOn.CORRECTNESS else [])
+    return words + (["--fail-on", str(fail_on)] if fail_on not in (None, default_fail_on()) else [])

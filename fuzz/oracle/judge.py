@@ -1,4 +1,4 @@
-"""The oracle: judge a candidate run against a reference run and the truth.
+"""The correctness judge: what resumed-from-cache requests computed under candidate vs reference.
 
 Four checks, each a Divergence kind of its own:
 (a) poison audit: a Mamba block hashed into the prefix cache holds a state other
@@ -14,69 +14,26 @@ Four checks, each a Divergence kind of its own:
 (d) contracts and liveness: ``contract``, ``liveness``, ``exception``,
     ``engine-crash``, ``hang`` faults recorded by the executor.
 
-Efficiency findings (``fuzz.oracle.efficiency``) are kept apart in
-``Verdict.efficiency`` and never among ``findings``.
-
-Invariant: ``Verdict.status`` is ``clean`` only if no finding exists on either
-side and both runs completed; a run the tier could not do is ``unsupported``,
-never ``clean``; ``regressed`` means no correctness finding but at least one
-efficiency finding (``diverged`` wins over ``regressed``).
+It is the judge of the correctness class (``fuzz.oracle.classes.correctness``). Invariant: a run
+pair with no poisoned slot, no fault, no bad resume and equal outputs that match the truth gives no
+finding; the findings are a function of the runs alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
-from fuzz.model.result import (
-    Chunk,
-    PoisonedSlot,
-    RequestOutcome,
-    RunResult,
-    RunStatus,
-    VerdictStatus,
-    exact_outputs_differ,
-)
+from fuzz.model.result import Chunk, PoisonedSlot, RequestOutcome, RunResult, RunStatus, exact_outputs_differ
 from fuzz.oracle.divergence import Divergence
-from fuzz.oracle.efficiency import headline as efficiency_headline
+from fuzz.oracle.verdict import JudgeInput, OutputsDiffer
+
+FIRST_AT_EQUAL_STEPS = {"poisoned-slot": 0, "bad-resume": 1}  # a poison before its consequences
 
 
-@dataclass
-class Verdict:
-    status: VerdictStatus
-    findings: list[Divergence] = field(default_factory=list)
-    resumed: int = 0  # requests that started from a cache hit in the candidate run
-    poisoned: int = 0  # poisoned slots in the candidate run
-    notes: list[str] = field(default_factory=list)
-    efficiency: list[Divergence] = field(default_factory=list)  # what the candidate costs beyond the reference
-
-    @property
-    def first(self) -> Divergence | None:
-        """The finding at the earliest step (poison before its consequences at equal steps)."""
-        order = {"poisoned-slot": 0, "bad-resume": 1}
-        return min(
-            self.findings,
-            key=lambda f: (f.step if f.step is not None else 1 << 30, order.get(f.kind, 2)),
-            default=None,
-        )
-
-    @property
-    def headline(self) -> Divergence | None:
-        """The divergence that names this verdict: the first correctness finding, else the efficiency one."""
-        return self.first or efficiency_headline(self.efficiency)
-
-    @property
-    def summary(self) -> str:
-        """The headline's one-line summary ("" when clean)."""
-        headline = self.headline
-        return headline.summary if headline else ""
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        first = self.first
-        data["first"] = asdict(first) if first else None
-        return data
+def first_finding(findings: list[Divergence]) -> Divergence | None:
+    """The finding at the earliest step (poison before its consequences at equal steps)."""
+    return min(findings, key=lambda f: (f.step if f.step is not None else 1 << 30, FIRST_AT_EQUAL_STEPS.get(f.kind, 2)),
+               default=None)
 
 
 def _wrong_side(candidate_ok: bool, reference_ok: bool) -> str:
@@ -109,16 +66,13 @@ def _side_findings(run: RunResult, side: str) -> list[Divergence]:
             "block_id": p.block_id, "column": p.column, "claimed_tokens": p.claimed_tokens,
             "held_tokens": p.held_tokens, "crossing_checkpoint": crossing and crossing.checkpoint_tokens}))
     found += [Divergence(f.kind, side, f"{f.kind}: {f.detail.splitlines()[0] if f.detail else ''}",
-                      f.request_id, f.step, {"detail": f.detail}) for f in run.faults]
+                         f.request_id, f.step, {"detail": f.detail}) for f in run.faults]
     for rid, o in run.requests.items():
         if o.resumed and o.resume_state_ok is False:
             found.append(Divergence("bad-resume", side,
-                                 f"request resumed at {o.hit_tokens} tokens from a state that is not its prefix",
-                                 rid, o.first_step, {"hit_tokens": o.hit_tokens}))
+                                    f"request resumed at {o.hit_tokens} tokens from a state that is not its prefix",
+                                    rid, o.first_step, {"hit_tokens": o.hit_tokens}))
     return found
-
-
-OutputsDiffer = Callable[[RequestOutcome, RequestOutcome], bool]
 
 
 def self_consistent(run: RunResult) -> bool:
@@ -134,16 +88,9 @@ def self_consistent(run: RunResult) -> bool:
     )
 
 
-def judge(candidate: RunResult, reference: RunResult, truth: RunResult | None = None,
-          outputs_differ: OutputsDiffer | None = None) -> Verdict:
-    """A Verdict on what resumed-from-cache requests computed under candidate vs reference.
-
-    ``outputs_differ`` compares two requests' outputs; the default is exact
-    tokens (the sim tier's symbolic model has no noise).
-    """
-    differ = outputs_differ or exact_outputs_differ
-    if RunStatus.UNSUPPORTED in (candidate.status, reference.status):
-        return Verdict(VerdictStatus.UNSUPPORTED, notes=candidate.notes + reference.notes)
+def judge_correctness(runs: JudgeInput) -> list[Divergence]:
+    """The correctness findings of ``runs`` (module docstring), both sides, in the order they were checked."""
+    candidate, reference, truth, differ = runs.candidate, runs.reference, runs.truth, runs.outputs_differ
     findings = _side_findings(candidate, "candidate") + _side_findings(reference, "reference")
     for rid, c in candidate.requests.items():
         r = reference.requests.get(rid)
@@ -164,13 +111,7 @@ def judge(candidate: RunResult, reference: RunResult, truth: RunResult | None = 
                 "truth-divergence", side,
                 f"request {rid} output differs from the exact computation of its own prompt", rid,
                 (c if c_ok is False else r).finish_step))
-    return Verdict(
-        status=VerdictStatus.DIVERGED if findings else VerdictStatus.CLEAN,
-        findings=findings,
-        resumed=sum(1 for o in candidate.requests.values() if o.resumed),
-        poisoned=len(candidate.poisoned),
-        notes=candidate.notes,
-    )
+    return findings
 
 
 def _same_prompt(c: RequestOutcome, r: RequestOutcome) -> bool:

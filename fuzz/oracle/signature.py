@@ -16,8 +16,8 @@ place of the stop: then plain ``unaligned-end`` and the ``internal-checkpoint`` 
 is ``foreign-state``; one longer than the claim is ``overrun``; the zero state is ``unwritten``
 (a block allocated and hashed, e.g. for an internal prefill checkpoint, that nothing wrote).
 
-Efficiency findings (``fuzz.oracle.efficiency``) are named
-``efficiency-<kind>-<conditions>``, so they never share a directory with a correctness bug.
+These are the names of the correctness class (``fuzz.oracle.classes.correctness``); every class
+names its own findings, and ``fuzz.oracle.verdict.finding_signature`` picks the class.
 
 Invariant: signatures match ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}`` (a directory
 name, and what ``fuzz.report.github.load_bundle`` accepts).
@@ -25,22 +25,11 @@ name, and what ``fuzz.report.github.load_bundle`` accepts).
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-
-from fuzz.errors import ExitCode
-from fuzz.model.result import FailOn, RunResult, VerdictStatus
+from fuzz.model.result import RunResult
 from fuzz.model.scenario import Scenario, prompt_lengths
 from fuzz.oracle.divergence import Divergence
-from fuzz.oracle.efficiency import headline as efficiency_headline
-from fuzz.oracle.judge import Verdict
-
-EFFICIENCY_PREFIX = "efficiency-"
-SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def _slug(text: str) -> str:
-    return SAFE.sub("-", text).strip("-").lower()
+from fuzz.oracle.judge import first_finding
+from fuzz.oracle.verdict import MAX_SIGNATURE, slug
 
 
 def _poison_class(finding: Divergence, scenario: Scenario, run: RunResult) -> str:
@@ -105,7 +94,7 @@ def _name(finding: Divergence, scenario: Scenario, run: RunResult) -> str:
             head = "poison-unaligned-end"  # vLLM's last_cache_position says nothing of a checkpoint's stop
     elif finding.kind in ("exception", "engine-crash"):
         detail = str(finding.details.get("detail", ""))
-        head = f"{finding.kind}-{_slug(detail.split(':', 1)[0])[:40] or 'unknown'}"
+        head = f"{finding.kind}-{slug(detail.split(':', 1)[0])[:40] or 'unknown'}"
     elif finding.kind == "contract":
         head = "contract-out-of-range"
     else:
@@ -113,63 +102,21 @@ def _name(finding: Divergence, scenario: Scenario, run: RunResult) -> str:
     return "-".join([head, *conditions(scenario, head, finding.details)])
 
 
-def signature(verdict: Verdict, scenario: Scenario, candidate_run: RunResult) -> str:
+def correctness_signature(findings: list[Divergence], scenario: Scenario, candidate_run: RunResult) -> str:
     """The first finding's name, prefixed ``both-side-`` when the reference has the same one (the same
     name: a different bug on each side is the candidate's), ``reference-side-`` when only the reference
     is wrong. ``candidate_run`` gives the prompt lengths a poison class is read against (every run of
     one scenario has the same)."""
-    first = verdict.first
+    first = first_finding(findings)
     if first is None:
         return "clean"
     name = _name(first, scenario, candidate_run)
-    sides = {f.side for f in verdict.findings if f.kind == first.kind and _name(f, scenario, candidate_run) == name}
+    sides = {f.side for f in findings if f.kind == first.kind and _name(f, scenario, candidate_run) == name}
     side = "both" if "both" in sides or {"candidate", "reference"} <= sides else first.side
-    return _slug(name if side in ("candidate", "unknown") else f"{side}-side-{name}")[:128]
-
-
-def reference_is_wrong(sig: str) -> bool:
-    """Whether ``sig`` names a finding the reference has too (``both-side-``) or alone
-    (``reference-side-``): not one the candidate brought."""
-    return sig.startswith(("both-side-", "reference-side-"))
+    return slug(name if side in ("candidate", "unknown") else f"{side}-side-{name}")[:MAX_SIGNATURE]
 
 
 def artifact_signature(kind: str, error: str, scenario: Scenario) -> str:
     """The signature of an input that killed (``worker-crash``, ``worker-oom``) or hung (``hang``) the
     harness: the kind, the exception type named in the worker's last lines, and the conditions."""
-    return _slug("-".join([kind, error, *conditions(scenario)]))[:128]
-
-
-def is_efficiency(sig: str) -> bool:
-    """Whether ``sig`` names an efficiency finding (lost hits, extra passes), not a correctness bug."""
-    return sig.startswith(EFFICIENCY_PREFIX)
-
-
-def exit_code_for(signatures: Iterable[str], worker_crashed: bool = False) -> ExitCode:
-    """A fuzzing command's exit code from the signatures it saved: 1 for any correctness finding or a
-    crashed worker, else 4 when only efficiency findings were saved, else 0."""
-    sigs = set(signatures)
-    if worker_crashed or any(not is_efficiency(s) for s in sigs):
-        return ExitCode.DIVERGED
-    return ExitCode.REGRESSED if sigs else ExitCode.CLEAN
-
-
-def efficiency_signature(verdict: Verdict, scenario: Scenario) -> str:
-    """``efficiency-<kind>-<spec family>`` for the verdict's efficiency headline ("clean" when none).
-
-    Only the speculative-decoding family names a cost: it changes what the split may cache (the
-    EAGLE block drop); partial hits and connectors change where requests resume, which the cost
-    already measures, and would split one costly split into many directories."""
-    head = efficiency_headline(verdict.efficiency)
-    if head is None:
-        return "clean"
-    return _slug("-".join([EFFICIENCY_PREFIX + head.kind, conditions(scenario, head.kind)[0]]))[:128]
-
-
-def finding_signature(verdict: Verdict, scenario: Scenario, candidate_run: RunResult, fail_on: FailOn) -> str:
-    """The signature of what ``fail_on`` counts in this verdict: correctness first, then efficiency;
-    "clean" when it counts nothing."""
-    if fail_on.correctness and verdict.status == VerdictStatus.DIVERGED:
-        return signature(verdict, scenario, candidate_run)
-    if fail_on.efficiency and verdict.efficiency:
-        return efficiency_signature(verdict, scenario)
-    return "clean"
+    return slug("-".join([kind, error, *conditions(scenario)]))[:MAX_SIGNATURE]

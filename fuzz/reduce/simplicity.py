@@ -6,12 +6,10 @@ keys is finite; the shrinker keeps a change only when it lowers the key, hence a
 
 from __future__ import annotations
 
-from dataclasses import fields
-
-from fuzz.model.scenario import EngineKnobs, Scenario, prompt_lengths
+from fuzz.model.knobs import KNOBS, EngineKnobs
+from fuzz.model.scenario import Scenario, prompt_lengths
 
 SPEC_RANK = {"off": 0, "mtp": 1, "eagle": 2}  # the sim configures eagle as the MTP head: mtp is the plainer name
-DEFAULT_ENGINE = EngineKnobs()
 
 
 def prefill_steps(scenario: Scenario) -> int:
@@ -27,19 +25,21 @@ def prefill_steps(scenario: Scenario) -> int:
 
 
 def _non_default_knobs(e: EngineKnobs) -> int:
-    """Engine knobs away from their defaults (hash_block_size's default is block_size, as when parsed)."""
-    count = sum(getattr(e, f.name) != getattr(DEFAULT_ENGINE, f.name)
-                for f in fields(EngineKnobs) if f.name != "hash_block_size")
-    return count + (e.hash_block_size != e.block_size)
+    """Engine knobs away from their defaults (a derived default as when parsed: hash_block_size's is
+    block_size)."""
+    return sum(not e.at_default(name) for name in KNOBS)
+
+
+def _list_entries(e: EngineKnobs) -> list[int]:
+    """The entries of every list knob (the step budgets)."""
+    return [x for name, row in KNOBS.items() if row.kind == "ints" for x in getattr(e, name)]
 
 
 def _numbers(s: Scenario) -> list[int]:
     """The free numbers whose size the key weighs (defaulted knobs are already canonical)."""
     e = s.engine
-    knobs = [getattr(e, f.name) or 0 for f in fields(EngineKnobs)
-             if f.name not in ("step_budgets", "spec_decode", "num_speculative_tokens")
-             and getattr(e, f.name) != getattr(DEFAULT_ENGINE, f.name)]
-    return [*e.step_budgets, *knobs, *(r.external_tokens for r in s.requests),
+    knobs = [getattr(e, name) or 0 for name, row in KNOBS.items() if row.free_number and not e.at_default(name)]
+    return [*_list_entries(e), *knobs, *(r.external_tokens for r in s.requests),
             *(r.abort_step or 0 for r in s.requests)]
 
 
@@ -47,7 +47,7 @@ def _off_grid(s: Scenario) -> int:
     """Token counts (lengths, budgets) that are not 1 or within one of a multiple of B."""
     block = s.engine.mamba_block_size
     values = [*s.segments.values(), *(p for r in s.requests for p in r.prompt if isinstance(p, int)),
-              *s.engine.step_budgets]
+              *_list_entries(s.engine)]
     return sum(v % block not in (0, 1, block - 1) and v != 1 for v in values)
 
 

@@ -10,9 +10,9 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from typing import Any
 
+from fuzz.model.knobs import KNOBS
 from fuzz.model.scenario import Request, Scenario, prompt_lengths
 from fuzz.reduce.shrinker import Shrinker, Stage, StageFn
-from fuzz.reduce.simplicity import DEFAULT_ENGINE
 
 STAGES: list[Stage] = []
 
@@ -185,22 +185,22 @@ def rescale_block(sh: Shrinker) -> None:
 
 
 def _rescaled(s: Scenario, new: int, scale_budgets: bool) -> Scenario:
+    """``s`` at Mamba block ``new``: every token count scaled (``_scale``), each knob as its row's
+    ``rescale`` says (budgets scaled or kept, token counts scaled, caps held at most ``new``)."""
     old = s.engine.mamba_block_size
 
     def scale(n: int) -> int:
         return _scale(n, old, new)
 
-    def budget(n: int) -> int:
-        return scale(n) if scale_budgets else n
+    def rescaled(kind: str, value: Any) -> Any:
+        if value is None or kind == "budget" and not scale_budgets:
+            return value
+        if kind == "cap":
+            return min(value, new)
+        return tuple(map(scale, value)) if isinstance(value, tuple) else scale(value)
 
-    e = s.engine
-    engine = replace(
-        e, mamba_block_size=new, step_budgets=tuple(budget(b) for b in e.step_budgets),
-        max_num_batched_tokens=budget(e.max_num_batched_tokens),
-        long_prefill_token_threshold=budget(e.long_prefill_token_threshold),
-        retention_interval=None if e.retention_interval is None else scale(e.retention_interval),
-        prefill_checkpoint_alignment=None if e.prefill_checkpoint_alignment is None
-        else min(e.prefill_checkpoint_alignment, new))
+    engine = replace(s.engine, mamba_block_size=new, **{
+        name: rescaled(row.rescale, getattr(s.engine, name)) for name, row in KNOBS.items() if row.rescale})
     requests = [replace(r, prompt=tuple(p if isinstance(p, str) else scale(p) for p in r.prompt),
                         external_tokens=scale(r.external_tokens)) for r in s.requests]
     return Scenario(engine=engine, segments={k: scale(v) for k, v in s.segments.items()},
@@ -247,35 +247,22 @@ def simplify_accept(sh: Shrinker) -> None:
 
 @stage("simplify-engine")
 def simplify_engine(sh: Shrinker) -> None:
-    """Engine knobs one at a time, toward the defaults (GDN's spec, no junction checkpoints among
-    them); KV-connector tokens off; token seed 0."""
-
-    def knob(**changes: Any) -> bool:
-        return sh.consider(sh.current.with_engine(**changes))
-
-    e = sh.current.engine
-    if e.spec_decode != "off" and not knob(spec_decode="off", num_speculative_tokens=0):
-        if e.spec_decode == "eagle":
-            knob(spec_decode="mtp")
-        if not knob(num_speculative_tokens=1):
-            while sh.current.engine.num_speculative_tokens > 1 and knob(
-                    num_speculative_tokens=sh.current.engine.num_speculative_tokens - 1):
-                pass
-    if sh.current.engine.step_budgets and not knob(step_budgets=()):
-        while sh.current.engine.step_budgets and knob(step_budgets=sh.current.engine.step_budgets[:-1]):
-            pass
-        j = len(sh.current.engine.step_budgets) - 2
-        while j >= 0:
-            budgets = sh.current.engine.step_budgets
-            knob(step_budgets=budgets[:j] + budgets[j + 1 :])
-            j -= 1
-    for name in ("long_prefill_token_threshold", "max_num_seqs", "retention_interval", "num_kv_blocks",
-                 "max_num_batched_tokens", "block_size", "prefill_checkpoint_alignment",
-                 "shared_prefix_checkpoint"):
-        if getattr(sh.current.engine, name) != getattr(DEFAULT_ENGINE, name):
-            knob(**{name: getattr(DEFAULT_ENGINE, name)})
-    if sh.current.engine.hash_block_size != sh.current.engine.block_size:
-        knob(hash_block_size=sh.current.engine.block_size)
+    """Each engine knob, in table order, as its row's ``Shrink`` says: back to its simplest setting (or the
+    row's fallback when that does not reproduce), a list knob emptied or else cut entry by entry; then
+    KV-connector tokens off and token seed 0."""
+    for name, row in KNOBS.items():
+        if row.shrink.fixed:
+            continue
+        engine = sh.current.engine
+        if row.kind == "ints":
+            _shrink_list(sh, name)
+            continue
+        reset = row.shrink.reset(engine) if row.shrink.reset else {name: engine.default_of(name)}
+        if all(getattr(engine, k) == v for k, v in reset.items()) or sh.consider(sh.current.with_engine(**reset)):
+            continue
+        fallback = row.shrink.fallback(engine) if row.shrink.fallback else {}
+        if fallback:
+            sh.consider(sh.current.with_engine(**fallback))
     for i in range(len(sh.current.requests)):
         if sh.current.requests[i].external_tokens:
             sh.consider(_with_request(sh.current, i, external_tokens=0))
@@ -283,23 +270,44 @@ def simplify_engine(sh: Shrinker) -> None:
         sh.consider(replace(sh.current, seed=0))
 
 
+def _shrink_list(sh: Shrinker, name: str) -> None:
+    """A list knob: empty; else drop entries from the end while that reproduces, then each one left."""
+    if not getattr(sh.current.engine, name) or sh.consider(sh.current.with_engine(**{name: ()})):
+        return
+    while getattr(sh.current.engine, name) and sh.consider(
+            sh.current.with_engine(**{name: getattr(sh.current.engine, name)[:-1]})):
+        pass
+    j = len(getattr(sh.current.engine, name)) - 2
+    while j >= 0:
+        entries = getattr(sh.current.engine, name)
+        sh.consider(sh.current.with_engine(**{name: entries[:j] + entries[j + 1:]}))
+        j -= 1
+
+
 @stage("shrink-numbers")
 def shrink_numbers(sh: Shrinker) -> None:
-    """Every remaining free number toward small canonical values (1, block multiples and +-1)."""
-    e = sh.current.engine
-    block = e.mamba_block_size
-    for j in range(len(e.step_budgets)):
-        sh.minimize_int(lambda s, j=j: s.engine.step_budgets[j],
-                        lambda s, v, j=j: s.with_engine(step_budgets=(*s.engine.step_budgets[:j], v,
-                                                                      *s.engine.step_budgets[j + 1 :])), 1, block)
-    for name, low, grid in (("max_num_batched_tokens", 1, block), ("long_prefill_token_threshold", 1, block),
-                            ("max_num_seqs", 1, 1 << 30), ("retention_interval", 1, block),
-                            ("num_kv_blocks", 4, 1 << 30), ("prefill_checkpoint_alignment", 1, block)):
+    """Every remaining free number toward small canonical values (the row's low end, block multiples and
+    +-1): the knobs whose rows say ``minimize`` (a list knob entry by entry), then KV-connector tokens."""
+    block = sh.current.engine.mamba_block_size
+    for name, row in KNOBS.items():
+        if row.shrink.minimize is None:
+            continue
+        low, grid = row.shrink.minimize
+        step = block if grid == "block" else 1 << 30
         value = getattr(sh.current.engine, name)
-        if value and value != getattr(DEFAULT_ENGINE, name):
-            sh.minimize_int(lambda s, n=name: getattr(s.engine, n),
-                            lambda s, v, n=name: s.with_engine(**{n: v}), low, grid)
+        if row.kind == "ints":
+            for j in range(len(value)):
+                sh.minimize_int(lambda s, n=name, j=j: getattr(s.engine, n)[j],
+                                lambda s, v, n=name, j=j: s.with_engine(**{n: _replaced(getattr(s.engine, n), j, v)}),
+                                low, step)
+        elif value and not sh.current.engine.at_default(name):
+            sh.minimize_int(lambda s, n=name: getattr(s.engine, n), lambda s, v, n=name: s.with_engine(**{n: v}),
+                            low, step)
     for i in range(len(sh.current.requests)):
         if sh.current.requests[i].external_tokens:
             sh.minimize_int(lambda s, i=i: s.requests[i].external_tokens,
                             lambda s, v, i=i: _with_request(s, i, external_tokens=v), 1, block)
+
+
+def _replaced(entries: tuple[int, ...], index: int, value: int) -> tuple[int, ...]:
+    return (*entries[:index], value, *entries[index + 1:])

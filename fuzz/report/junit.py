@@ -13,7 +13,7 @@ import socket
 import time
 import xml.etree.ElementTree as ET
 
-from fuzz.triage.ci import Case, CiReport
+from fuzz.report.ci_report import Case, CiReport
 
 
 def _testcase(suite: ET.Element, case: Case) -> None:

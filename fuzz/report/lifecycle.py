@@ -1,15 +1,24 @@
 """A finding's later life in words: reproducibility, regression range, fixed-in, as table rows.
 
-One renderer for the issue (``fuzz.report.issue``) and the bundle's ``report.md`` section
-(``fuzz.store.bundle``), read from ``verdict.json``'s fields (already validated there).
+One renderer for the issue (``fuzz.report.issue``) and the bundle's ``report.md`` section, read from
+``verdict.json``'s fields (validated by ``fuzz.store.bundle``); and the one place that records those
+facts in a bundle (:func:`record_verification`, :func:`record_issue_action`, :func:`record_range`).
 
-Invariant: :func:`with_lifecycle_section` keeps everything above :data:`MARKER` as it was and replaces
-everything from it, so rewriting the section any number of times leaves one copy of it.
+Invariants: :func:`with_lifecycle_section` keeps everything above :data:`MARKER` as it was and replaces
+everything from it, so rewriting the section any number of times leaves one copy of it; every record
+rewrites ``report.md`` before ``verdict.json``, each in one atomic write, the verdict validated before
+and after the change.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+from fuzz.model import json_input
+from fuzz.store.atomic import atomic_write
+from fuzz.store.bundle import check_lifecycle, failing, load_verdict, write_verdict
 
 MARKER = "<!-- gdnfuzz-lifecycle -->"
 
@@ -54,3 +63,51 @@ def with_lifecycle_section(report: str, verdict: dict[str, Any]) -> str:
         return head
     lines = [f"- **{label}**: {text}" for label, text in rows]
     return f"{head}\n{MARKER}\n## Since it was found\n\n" + "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- recording them in a bundle
+
+
+def _update_life(bundle: Path, change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    """``change(verdict)`` applied to the bundle's verdict (validated before and after), ``report.md``'s
+    lifecycle section rewritten from the result, then ``verdict.json`` in one atomic write."""
+    bundle = Path(bundle)
+    data = load_verdict(bundle / "verdict.json")
+    change(data)
+    check_lifecycle(bundle / "verdict.json", data)
+    report = json_input.read_text(bundle / "report.md", failing(bundle / "report.md"))
+    atomic_write(bundle / "report.md", with_lifecycle_section(report, data))
+    write_verdict(bundle, data)
+    return data
+
+
+def record_verification(bundle: Path, key: str, record: dict[str, Any],
+                        fixed_in: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What verifying against candidate ``key`` found: ``verifications[key]``, ``reproducibility``, and
+    ``fixed_in`` (set when ``fixed_in`` is given; cleared when the finding reproduces again)."""
+
+    def change(data: dict[str, Any]) -> None:
+        data.setdefault("verifications", {})
+        data["verifications"] = {**(data["verifications"] or {}), key: record}
+        data["reproducibility"] = {"tries": record["tries"], "hits": record["hits"], "candidate": record["candidate"]}
+        if fixed_in is not None:
+            data["fixed_in"] = fixed_in
+        elif record["status"] == "reproduces":
+            data["fixed_in"] = None
+
+    return _update_life(bundle, change)
+
+
+def record_issue_action(bundle: Path, key: str, issue: dict[str, Any]) -> dict[str, Any]:
+    """What was done to the finding's issue after verifying against ``key`` (once per key)."""
+
+    def change(data: dict[str, Any]) -> None:
+        data["verifications"][key] = {**data["verifications"][key], "issue": issue}
+
+    return _update_life(bundle, change)
+
+
+def record_range(bundle: Path, field_name: str, value: dict[str, Any]) -> dict[str, Any]:
+    """A bisection's result: ``regression_range`` or ``fixed_in``."""
+    assert field_name in ("regression_range", "fixed_in")
+    return _update_life(bundle, lambda data: data.update({field_name: value}))

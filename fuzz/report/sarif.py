@@ -13,8 +13,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from fuzz.report.ci_report import CiReport
 from fuzz.report.source_location import candidate_location
-from fuzz.triage.ci import CiReport
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 

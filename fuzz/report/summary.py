@@ -9,8 +9,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from fuzz.report.ci_report import CiReport
 from fuzz.report.source_location import candidate_location
-from fuzz.triage.ci import CiReport
 
 
 def _cell(text: str) -> str:

@@ -14,11 +14,10 @@ divergence prints ``gdnfuzz-detected SIG`` and ``gdnfuzz-finding SIG RAW_BUNDLE`
 on stderr, for ``gdnfuzz run`` (whose reducer minimizes it beside the fuzzer) or
 the campaign's crash store to pick up.
 
-Settings come from the environment (set by ``gdnfuzz run`` and the campaign):
-GDNFUZZ_CANDIDATE, GDNFUZZ_REFERENCE, GDNFUZZ_CRASHES (this worker's raw bundles),
-GDNFUZZ_FAIL_ON (correctness, efficiency or any: which class of finding is saved;
-see ``fuzz.oracle.efficiency``), GDNFUZZ_COMMITTED (os.pathsep-separated corpus dirs
-of committed inputs), GDNFUZZ_MAX_STEPS (the bound on a mutation's cost,
+Settings come from the parent (``gdnfuzz run``, ``gdnfuzz ci``, the campaign, a merge) as one
+``fuzz.search.settings.RunSettings`` in the environment: the policies, which finding classes are
+saved (``fail_on``), this worker's raw bundle directory (``crashes``), the committed corpus dirs (from
+``corpus``), the target and the bound on a mutation's cost (``max_steps``,
 ``fuzz.search.mutate.serial_steps``).
 """
 
@@ -27,24 +26,20 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
-import os
 import sys
 from collections import Counter
-from dataclasses import dataclass
-from pathlib import Path
 
 from fuzz.errors import ConfigRejected
 from fuzz.model.policies import resolve_policy
-from fuzz.model.result import FailOn
+from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
-from fuzz.oracle.judge import self_consistent
-from fuzz.oracle.signature import finding_signature
+from fuzz.oracle.verdict import finding_signature
+from fuzz.report.finding_report import store_finding
 from fuzz.search.coverage import instrument
 from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE
-from fuzz.search.mutate import MAX_STEPS, crossover, decode, mutate
-from fuzz.store.bundle import save_finding
+from fuzz.search.mutate import crossover, decode, mutate
+from fuzz.search.settings import RunSettings
 from fuzz.tiers import KERNEL_CONFORMANCE_TARGET, executor_for, load
-from fuzz.triage.replay import replay
 
 INSTRUMENTED = (  # every loaded module under these names is instrumented (fuzz.search.coverage)
     "vllm.v1.core",
@@ -63,28 +58,6 @@ SCHEDULING_MODULES = (  # imported first, so that everything the scheduler runs 
 )
 
 
-@dataclass(frozen=True)
-class HarnessSettings:
-    candidate: str
-    reference: str
-    crashes: Path  # where this worker's raw bundles go (one writer: this process)
-    fail_on: FailOn = FailOn.CORRECTNESS
-    committed: tuple[Path, ...] = ()  # corpus dirs of committed inputs (seeds, regressions): their hits are replays
-    max_steps: int = MAX_STEPS  # mutations costing more scheduler steps are dropped
-
-    @classmethod
-    def from_env(cls) -> HarnessSettings:
-        committed = os.environ.get("GDNFUZZ_COMMITTED", "")
-        return cls(
-            candidate=os.environ.get("GDNFUZZ_CANDIDATE", "pre-51113"),
-            reference=os.environ.get("GDNFUZZ_REFERENCE", "vllm"),
-            crashes=Path(os.environ.get("GDNFUZZ_CRASHES", "crashes")),
-            fail_on=FailOn(os.environ.get("GDNFUZZ_FAIL_ON", FailOn.CORRECTNESS)),
-            committed=tuple(Path(d) for d in committed.split(os.pathsep) if d),
-            max_steps=int(os.environ.get("GDNFUZZ_MAX_STEPS", MAX_STEPS)),
-        )
-
-
 def _digest(data: bytes) -> str:
     return hashlib.sha1(data).hexdigest()
 
@@ -93,18 +66,21 @@ class FuzzTarget:
     """``test_one_input`` for atheris: judge, name, and save each finding raw, never stopping to minimize.
 
     Invariants: every input runs the candidate once (the fast path's run is the replay's); a finding
-    is saved as a raw bundle (``fuzz.store.bundle.save_finding`` with the input as found) and named on
+    is saved as a raw bundle (``fuzz.report.finding_report.store_finding`` with the input as found) and named on
     stderr, so minimizing it (``gdnfuzz run``'s reducer, the campaign's crash store) happens beside
     the fuzzer; an occurrence whose input is a committed corpus file counts as a replay, not a hit.
     """
 
-    def __init__(self, settings: HarnessSettings):
+    def __init__(self, settings: RunSettings):
         self.settings = settings
         self.candidate = resolve_policy(settings.candidate)
         self.reference = resolve_policy(settings.reference)
         self.hits: Counter[str] = Counter()
-        self.committed = {_digest(p.read_bytes()) for d in settings.committed if d.is_dir()
+        self.committed = {_digest(p.read_bytes()) for d in settings.committed
                           for p in d.glob("*.json") if p.is_file()}
+        # The fast path: the reference is skipped when the candidate's run alone shows it has nothing of
+        # any class that is counted (a class that compares the two runs can never tell that alone).
+        self.decided_alone = [c.decided_by_candidate for c in settings.fail_on.classes]
         self.started = False
 
     def test_one_input(self, data: bytes) -> None:
@@ -115,10 +91,8 @@ class FuzzTarget:
         fail_on = self.settings.fail_on
         try:
             run = executor_for("sim").run(scenario, self.candidate)
-            # Fast path (correctness only): a candidate run that is right on its own cannot be the wrong
-            # side of a verdict; only then is the reference skipped (reference bugs: fuzz with --candidate
-            # vllm). Efficiency is a comparison of the two runs, so it always needs the reference.
-            if not fail_on.efficiency and self_consistent(run):
+            # Reference bugs are found by fuzzing with --candidate vllm.
+            if all(decided(run) for decided in self.decided_alone):
                 return
             replayed = replay(scenario, self.candidate, self.reference, "sim", candidate_run=run)
         except ConfigRejected:
@@ -130,7 +104,7 @@ class FuzzTarget:
         print(f"{DETECTED_LINE} {sig}", file=sys.stderr, flush=True)
         finding = Finding(sig, scenario, scenario, replayed.verdict, self.candidate.spec, self.reference.spec,
                           replayed.candidate, reference_run=replayed.reference, fail_on=fail_on)
-        bundle = save_finding(finding, self.settings.crashes, None, replay=_digest(data) in self.committed)
+        bundle = store_finding(finding, self.settings.crashes, None, replay=_digest(data) in self.committed)
         print(f"{FINDING_LINE} {sig} {bundle}", file=sys.stderr, flush=True)
 
 
@@ -150,17 +124,17 @@ def settle_heap() -> None:
 
 
 def main(argv: list[str]) -> None:
-    """GDNFUZZ_TARGET=split (default): the differential split target; =kernels: kernel conformance."""
+    """The settings' target ``split`` (default): the differential split target; ``kernels``: kernel conformance."""
     import atheris
 
-    if os.environ.get("GDNFUZZ_TARGET", "split") == "kernels":
+    settings = RunSettings.from_env()
+    if settings.target == "kernels":
         with atheris.instrument_imports(include=["workers.kernels"]):
             kernel_conformance_one_input = load(KERNEL_CONFORMANCE_TARGET)
         atheris.Setup(argv, kernel_conformance_one_input)
         atheris.Fuzz()
         return
     probes = instrument(INSTRUMENTED, SCHEDULING_MODULES)
-    settings = HarnessSettings.from_env()
     target = FuzzTarget(settings)
     settle_heap()
     atheris.Setup(argv, probes.counted(target.test_one_input),

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from fuzz.errors import ExitCode
-from fuzz.oracle.signature import exit_code_for
+from fuzz.oracle.verdict import exit_code_for
 
 HARNESS_MODULE = "fuzz.search.harness"
 DETECTED_LINE = "gdnfuzz-detected"  # printed when a divergence is seen, before minimizing

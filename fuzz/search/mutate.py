@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from fuzz.model.draws import near_multiple, tight_kv_blocks
+from fuzz.model.knobs import EngineKnobs, Facts, knob_mutations
 from fuzz.model.scenario import (
     Request,
     Scenario,
@@ -32,15 +34,7 @@ from fuzz.model.scenario import (
     prompt_lengths,
     required_kv_blocks,
 )
-from fuzz.search.generate import (
-    CHECKPOINT_ALIGNMENTS,
-    MAMBA_BLOCK_SIZES,
-    external_tokens,
-    fragmenting_budget,
-    near_multiple,
-    random_scenario,
-    tight_kv_blocks,
-)
+from fuzz.search.generate import external_tokens, facts, random_scenario
 
 Mutation = Callable[[Scenario, random.Random], Scenario]
 MUTATIONS: dict[str, Mutation] = {}
@@ -90,9 +84,9 @@ def _valid(scenario: Scenario, max_steps: int = MAX_STEPS) -> Scenario | None:
         scenario = Scenario.from_dict(scenario.to_dict())
     except ScenarioError:
         return None
-    blocks = scenario.engine.num_kv_blocks
-    if blocks is not None and blocks < required_kv_blocks(scenario):
-        scenario = scenario.with_engine(num_kv_blocks=tight_kv_blocks(scenario, 0.0))
+    blocks, required = scenario.engine.num_kv_blocks, required_kv_blocks(scenario)
+    if blocks is not None and blocks < required:
+        scenario = scenario.with_engine(num_kv_blocks=tight_kv_blocks(required, 0.0))
     return scenario if serial_steps(scenario) <= max_steps else None
 
 
@@ -220,77 +214,17 @@ def change_outputs(s: Scenario, rng: random.Random) -> Scenario:
     return _replace_request(s, i, max_tokens=rng.randint(1, 16), accept=accept, abort_step=abort)
 
 
-# ---------------------------------------------------------------- engine knobs
+# ---------------------------------------------------------------- engine knobs: each row's own mutation
 
 
-@mutation
-def change_budget(s: Scenario, rng: random.Random) -> Scenario:
-    budget = fragmenting_budget(rng, s.engine.mamba_block_size) + 8 * (1 + s.engine.num_spec_tokens)
-    return s.with_engine(max_num_batched_tokens=budget)
+def _knob_mutation(change: Callable[[EngineKnobs, random.Random, Facts], dict[str, Any]]) -> Mutation:
+    def mutate_knob(s: Scenario, rng: random.Random) -> Scenario:
+        return s.with_engine(**change(s.engine, rng, facts(s)))
+
+    return mutate_knob
 
 
-@mutation
-def fragment_budgets(s: Scenario, rng: random.Random) -> Scenario:
-    block = s.engine.mamba_block_size
-    budgets = tuple(fragmenting_budget(rng, block) for _ in range(rng.randint(0, 4)))
-    return s.with_engine(step_budgets=budgets)
-
-
-@mutation
-def change_block_size(s: Scenario, rng: random.Random) -> Scenario:
-    block = rng.choice(MAMBA_BLOCK_SIZES)
-    attention = rng.choice((16, block))
-    return s.with_engine(mamba_block_size=block, block_size=attention, hash_block_size=rng.choice((16, attention)))
-
-
-@mutation
-def toggle_spec_decode(s: Scenario, rng: random.Random) -> Scenario:
-    method = rng.choice(("off", "mtp", "eagle"))
-    return s.with_engine(spec_decode=method, num_speculative_tokens=0 if method == "off" else rng.randint(1, 4))
-
-
-@mutation
-def toggle_partial_hits(s: Scenario, rng: random.Random) -> Scenario:
-    e = s.engine
-    return s.with_engine(hash_block_size=e.block_size if e.partial_hash_hits else 16)
-
-
-@mutation
-def change_retention(s: Scenario, rng: random.Random) -> Scenario:
-    block = s.engine.mamba_block_size
-    return s.with_engine(retention_interval=rng.choice((None, 0, block, 2 * block)))
-
-
-@mutation
-def chunk_limits(s: Scenario, rng: random.Random) -> Scenario:
-    block = s.engine.mamba_block_size
-    return s.with_engine(long_prefill_token_threshold=rng.choice((0, rng.randint(16, 2 * block))),
-                         max_num_seqs=rng.choice((1, 2, 4, 16)))
-
-
-@mutation
-def preemption_pressure(s: Scenario, rng: random.Random) -> Scenario:
-    blocks = None if s.engine.num_kv_blocks and rng.random() < 0.3 else tight_kv_blocks(s, rng.random())
-    return s.with_engine(num_kv_blocks=blocks)
-
-
-@mutation
-def change_mamba_family(s: Scenario, rng: random.Random) -> Scenario:
-    """GDN (no prefill checkpoint blocks) or an internal-checkpoint spec with another alignment."""
-    alignment = None if s.engine.prefill_checkpoint_alignment and rng.random() < 0.4 \
-        else rng.choice(CHECKPOINT_ALIGNMENTS)
-    return s.with_engine(prefill_checkpoint_alignment=alignment)
-
-
-@mutation
-def toggle_shared_prefix_checkpoint(s: Scenario, rng: random.Random) -> Scenario:
-    """Junction checkpoints on (with what vLLM needs for them: partial hits and a drafter) or off."""
-    e = s.engine
-    if e.shared_prefix_checkpoint:
-        return s.with_engine(shared_prefix_checkpoint=False)
-    spec = e.spec_decode if e.spec_decode != "off" else rng.choice(("mtp", "eagle"))
-    return s.with_engine(shared_prefix_checkpoint=True, hash_block_size=16, spec_decode=spec,
-                         num_speculative_tokens=e.num_speculative_tokens or rng.randint(1, 4))
+MUTATIONS.update({name: _knob_mutation(change) for name, change in knob_mutations().items()})
 
 
 @mutation

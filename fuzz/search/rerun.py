@@ -13,11 +13,12 @@ Invariant: no flag of that family ever reaches a fuzzing worker.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from fuzz.errors import InputError
+from fuzz.oracle.verdict import FailOn
+from fuzz.search.settings import RunSettings
 
 MERGE_MODES = ("-merge", "-set_cover_merge")
 REFUSED = {
@@ -74,9 +75,8 @@ def merge_request(libfuzzer_args: list[str]) -> MergeRequest | None:
     return MergeRequest(mode, dirs[0], dirs[1:], tuple(flags))
 
 
-def merge_env(candidate: str, reference: str, crashes: str | Path, fail_on: str) -> dict[str, str]:
-    """The harness settings a merge runs under: it executes inputs, so findings land in ``crashes`` (not
-    minimized, never written as regressions)."""
-    return {**os.environ, "GDNFUZZ_CANDIDATE": candidate, "GDNFUZZ_REFERENCE": reference,
-            "GDNFUZZ_CRASHES": str(crashes), "GDNFUZZ_REGRESSIONS": "", "GDNFUZZ_MINIMIZE_SECONDS": "0",
-            "GDNFUZZ_FAIL_ON": str(fail_on), "VLLM_LOGGING_LEVEL": "ERROR", "GDNFUZZ_TARGET": "split"}
+def merge_settings(candidate: str, reference: str, crashes: str | Path, fail_on: FailOn) -> RunSettings:
+    """The settings a merge's harness runs under: it executes inputs, so findings land in ``crashes``
+    (not minimized, never written as regressions)."""
+    return RunSettings(candidate=candidate, reference=reference, fail_on=fail_on, crashes=Path(crashes),
+                       minimize_seconds=0.0, write_regressions=False)

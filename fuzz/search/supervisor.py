@@ -1,7 +1,7 @@
 """The ``gdnfuzz run`` process supervisor: harness workers, the reducer beside them, their output, restarts.
 
 ``atheris.Fuzz()`` never returns, so each worker is a harness subprocess; the supervisor passes the
-settings through the environment, reads the workers' libFuzzer status lines and finding lines into a
+run's settings (``fuzz.search.settings.RunSettings``) through the environment, reads the workers' libFuzzer status lines and finding lines into a
 :class:`~fuzz.search.libfuzzer.Progress`, shows one live status line, and restarts a worker that died
 before the time was up (its last lines are kept in ``crashes/harness-crashes.log``, the input it died
 on in ``crashes/raw/``).
@@ -19,17 +19,18 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
 from fuzz.errors import ExitCode
 from fuzz.search.libfuzzer import DEFAULT_FLAGS, SAVED_LINE, Progress, harness_command
+from fuzz.search.settings import RunSettings
 from fuzz.store.bundle import store_as_found, sync_counts
 
 RUN_LIMITS = ("-timeout=900", "-rss_limit_mb=16384")  # gdnfuzz run's own
@@ -44,38 +45,20 @@ def _pump(stream: IO[str], worker: int, progress: Progress, log: list[str]) -> N
         del log[:-200]
 
 
-def corpus_dirs(corpus: Path) -> list[str]:
+def corpus_dirs(settings: RunSettings) -> list[str]:
     """The queue (where libFuzzer adds inputs) first, then the committed seeds and regressions."""
-    queue = corpus / "queue"
-    queue.mkdir(parents=True, exist_ok=True)
-    return [str(queue)] + [str(d) for d in (corpus / "seeds", corpus / "regressions") if d.is_dir()]
-
-
-def worker_env(args: argparse.Namespace, raw: Path) -> dict[str, str]:
-    """A harness worker's settings: its raw bundles under ``raw``, committed inputs counted as replays."""
-    committed = corpus_dirs(Path(args.corpus))[1:]  # seeds and regressions, after the queue
-    return {**os.environ, "GDNFUZZ_CANDIDATE": args.candidate, "GDNFUZZ_REFERENCE": args.reference,
-            "GDNFUZZ_CRASHES": str(raw), "GDNFUZZ_COMMITTED": os.pathsep.join(committed),
-            "GDNFUZZ_FAIL_ON": str(args.fail_on), "GDNFUZZ_TARGET": args.target, "VLLM_LOGGING_LEVEL": "ERROR",
-            "GDNFUZZ_MAX_STEPS": str(args.max_steps)}
-
-
-def reducer_env(args: argparse.Namespace, deadline: float | None) -> dict[str, str]:
-    return {**os.environ, "GDNFUZZ_CANDIDATE": args.candidate, "GDNFUZZ_REFERENCE": args.reference,
-            "GDNFUZZ_FAIL_ON": str(args.fail_on), "GDNFUZZ_CRASHES": str(args.crashes),
-            "GDNFUZZ_REGRESSIONS": "" if args.no_regressions else str(Path(args.corpus) / "regressions"),
-            "GDNFUZZ_MINIMIZE_SECONDS": str(args.minimize_time),
-            "GDNFUZZ_DEADLINE": "" if deadline is None else str(deadline), "VLLM_LOGGING_LEVEL": "ERROR"}
+    settings.queue.mkdir(parents=True, exist_ok=True)
+    return [str(settings.queue), *map(str, settings.committed)]
 
 
 class Reducer:
     """The reducer process: one job per signature new to this run, its saved lines into ``progress``."""
 
-    def __init__(self, args: argparse.Namespace, progress: Progress, deadline: float | None):
+    def __init__(self, settings: RunSettings, progress: Progress):
         self.progress = progress
         self.proc = subprocess.Popen([sys.executable, "-m", REDUCER_MODULE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     env=reducer_env(args, deadline), cwd=os.getcwd())
+                                     env=settings.child_env(), cwd=os.getcwd())
         self.sent: set[str] = set()
         self.reader = threading.Thread(target=_pump, args=(self.proc.stdout, -1, progress, []), daemon=True)
         self.reader.start()
@@ -125,31 +108,33 @@ def sync_signature_counts(crashes: Path, signatures: set[str]) -> None:
             sync_counts(crashes / sig, sorted(p.parent for p in (crashes / "raw").glob(f"*/{sig}/verdict.json")))
 
 
-def run_workers(args: argparse.Namespace, progress: Progress, out: IO[str] = sys.stderr) -> ExitCode:
-    deadline = time.time() + args.max_time if args.max_time else None
-    dirs = corpus_dirs(Path(args.corpus))
-    crashes = Path(args.crashes)
+def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.stderr) -> ExitCode:
+    deadline = time.time() + settings.max_time if settings.max_time else None
+    settings = replace(settings, deadline=deadline)
+    dirs = corpus_dirs(settings)
+    crashes = settings.crashes
     raw = crashes / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     procs: dict[int, tuple[subprocess.Popen[str], threading.Thread, list[str]]] = {}
     restarts = 0
-    reducer = Reducer(args, progress, deadline)
+    reducer = Reducer(settings, progress)
 
     def start(i: int) -> None:
-        flags = [*DEFAULT_FLAGS, *RUN_LIMITS, f"-seed={args.seed + i + 1000 * restarts}", f"-artifact_prefix={raw}/"]
+        flags = [*DEFAULT_FLAGS, *RUN_LIMITS, f"-seed={settings.seed + i + 1000 * restarts}",
+                 f"-artifact_prefix={raw}/"]
         if deadline:
             flags.append(f"-max_total_time={max(int(deadline - time.time()), 1)}")
-        if args.runs:
-            flags.append(f"-runs={args.runs}")
-        cmd = harness_command([*flags, *args.libfuzzer, *dirs])
+        if settings.runs:
+            flags.append(f"-runs={settings.runs}")
+        cmd = harness_command([*flags, *settings.libfuzzer, *dirs])
         proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                                env=worker_env(args, raw / f"worker-{i}"), cwd=os.getcwd())
+                                env=settings.for_worker(raw / f"worker-{i}").child_env(), cwd=os.getcwd())
         log: list[str] = []
         thread = threading.Thread(target=_pump, args=(proc.stderr, i, progress, log), daemon=True)
         thread.start()
         procs[i] = (proc, thread, log)
 
-    for i in range(args.jobs):
+    for i in range(settings.jobs):
         start(i)
     last_print = 0.0
     while procs:
@@ -168,7 +153,7 @@ def run_workers(args: argparse.Namespace, progress: Progress, out: IO[str] = sys
             stopped = deadline is not None and time.time() >= deadline  # by stop_at_deadline, not a crash
             if proc.returncode != 0 and not stopped:
                 progress.worker_crashes += 1
-            if proc.returncode != 0 and time_left and not args.runs:
+            if proc.returncode != 0 and time_left and not settings.runs:
                 with open(crashes / "harness-crashes.log", "a") as f:
                     f.write(f"--- worker {i} exited {proc.returncode}\n" + "".join(log[-40:]))
                 restarts += 1
@@ -180,11 +165,11 @@ def run_workers(args: argparse.Namespace, progress: Progress, out: IO[str] = sys
             print(progress.line(), file=out, flush=True)
             last_print = time.time()
     reducer.submit_new()
-    reducer.finish(DRAIN_SECONDS if deadline is not None else args.minimize_time * (len(reducer.sent) + 1))
-    regressions = None if args.no_regressions else Path(args.corpus) / "regressions"
+    reducer.finish(DRAIN_SECONDS if deadline is not None else settings.minimize_seconds * (len(reducer.sent) + 1))
     for sig, raw_bundle in progress.first_raw_bundles():
         if not (crashes / sig / "verdict.json").exists():  # the reducer did not reach it in time
-            progress.feed(-1, f"{SAVED_LINE} {sig} {store_as_found(Path(raw_bundle), crashes, regressions)}")
+            stored = store_as_found(Path(raw_bundle), crashes, settings.regressions)
+            progress.feed(-1, f"{SAVED_LINE} {sig} {stored}")
     for line in progress.take_announcements():
         print(line, file=out, flush=True)
     sync_signature_counts(crashes, progress.signatures())

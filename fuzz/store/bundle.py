@@ -11,7 +11,8 @@ A bundle holds:
   ``first_request``, ``first_step``, ``tier``, ``confirmed`` (``"confirmed"``, ``"not confirmed"``,
   ``"inconclusive"`` or null), ``environment`` (``vllm``, ``torch``, ``device``; more keys allowed),
   ``hits``, the full verdict and the minimization's stage timings;
-- ``report.md``: the human-readable report (:mod:`fuzz.report.finding_report`).
+- ``report.md``: the human-readable report, as its renderer gave it (``fuzz.report.finding_report``
+  renders it; this module stores data and never renders).
 
 Invariants kept here:
 - one directory per signature: a second finding of a known signature only bumps ``hits``;
@@ -34,14 +35,15 @@ A finding's later life is recorded here too, each change one :func:`update_verdi
   revision ``revision``, ``subject`` and ``last_bad``);
 - ``regression_range``: null, or the first revision where it reproduces (``first_bad``,
   ``subject``, ``last_good``, ``mode``, ``checkout``, ``skipped``, ``loaded``, ``revisions``);
-- ``report.md`` gets a section for these facts (:mod:`fuzz.report.lifecycle`), rewritten before
-  ``verdict.json`` on every such change.
+- ``report.md`` gets a section for these facts, rewritten before ``verdict.json`` on every such change
+  (``fuzz.report.lifecycle`` records them, through :func:`write_verdict` and :func:`check_lifecycle`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,10 +52,7 @@ from fuzz.errors import FieldError
 from fuzz.model import json_input
 from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import Scenario, ScenarioError, load_scenario, pretty_json, scenario_summary
-from fuzz.oracle.efficiency import headline as efficiency_headline
 from fuzz.oracle.finding import Finding, environment
-from fuzz.report.finding_report import render_report
-from fuzz.report.lifecycle import with_lifecycle_section
 from fuzz.store.atomic import atomic_write
 
 BUNDLE_FILES = ("scenario.json", "original.json", "verdict.json", "report.md")
@@ -109,7 +108,7 @@ _VERDICT_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
 def load_verdict(path: str | Path) -> dict[str, Any]:
     """Read and validate one ``verdict.json``; extra fields are kept as they are."""
     path = Path(path)
-    data = json_input.read_json(path, _failing(path))
+    data = json_input.read_json(path, failing(path))
     if not isinstance(data, dict):
         raise BundleError(path, "<top>", f"expected a JSON object, got {type(data).__name__}")
     for key, (types, nullable) in _VERDICT_FIELDS.items():
@@ -132,7 +131,7 @@ def load_verdict(path: str | Path) -> dict[str, Any]:
     hits = data.get("hits", 1)
     if isinstance(hits, bool) or not isinstance(hits, int) or hits < 0:
         raise BundleError(path, "hits", f"expected a count, got {hits!r}")
-    _check_lifecycle(path, data)
+    check_lifecycle(path, data)
     return data
 
 
@@ -159,7 +158,7 @@ def _check_counts(path: Path, data: dict[str, Any], where: str) -> None:
         raise BundleError(path, f"{where}hits", f"expected 0..{tries} (the tries), got {hits}")
 
 
-def _check_lifecycle(path: Path, data: dict[str, Any]) -> None:
+def check_lifecycle(path: Path, data: dict[str, Any]) -> None:
     """The optional fields of a finding's later life (module docstring), each checked where present."""
     if data.get("reproducibility") is not None:
         _check_counts(path, _field(path, data, "reproducibility", (dict,), ""), "reproducibility.")
@@ -193,7 +192,7 @@ def _check_lifecycle(path: Path, data: dict[str, Any]) -> None:
             _field(path, found, key, (int,), "regression_range.")
 
 
-def _failing(file: Path) -> json_input.Fail:
+def failing(file: Path) -> json_input.Fail:
     return lambda field, message: BundleError(file, field, message)
 
 
@@ -217,7 +216,7 @@ def load_bundle(path: str | Path) -> CrashBundle:
         raise BundleError(exc.file or path, exc.field_path, exc.message) from None
     if "expect" not in annotations:
         raise BundleError(path / "scenario.json", "expect", "missing (a minimized scenario records its expectation)")
-    report = json_input.read_text(path / "report.md", _failing(path / "report.md"))
+    report = json_input.read_text(path / "report.md", failing(path / "report.md"))
     return CrashBundle(path, verdict, scenario, annotations, original, report)
 
 
@@ -225,30 +224,31 @@ def load_bundle(path: str | Path) -> CrashBundle:
 # ---------------------------------------------------------------- writing
 
 
-def save_finding(f: Finding, crashes: Path, regressions: Path | None, replay: bool = False) -> Path:
+def save_finding(f: Finding, crashes: Path, regressions: Path | None, report: Callable[[Path], str],
+                 replay: bool = False) -> Path:
     """Write the bundle for ``f.signature``, or count one more occurrence of it; returns the bundle directory.
 
-    ``replay``: the input was a committed corpus file (a known regression run again), which counts in
-    ``replays``, not in ``hits`` (new discoveries)."""
+    ``report(bundle)`` renders ``report.md`` (called only when the bundle is new). ``replay``: the input
+    was a committed corpus file (a known regression run again), which counts in ``replays``, not in
+    ``hits`` (new discoveries)."""
     bundle = crashes / f.signature
     verdict_file = bundle / "verdict.json"
     if verdict_file.exists():
         count_occurrence(bundle, replay)
         return bundle
-    head = f.verdict.first if f.finding_class == "correctness" else efficiency_headline(f.verdict.efficiency)
-    assert head is not None
+    head = f.head
     expect = {f.candidate: f.verdict.status.value}
     if f.reference == "vllm" and head.side == "candidate":
         expect["vllm"] = VerdictStatus.CLEAN.value
     annotations = {"expect": expect, "origin": f"gdnfuzz finding {f.signature}"}
     atomic_write(bundle / "scenario.json", pretty_json(f.minimized, annotations))
     atomic_write(bundle / "original.json", pretty_json(f.original))
-    atomic_write(bundle / "report.md", render_report(f, bundle))
+    atomic_write(bundle / "report.md", report(bundle))
     if regressions is not None:
         atomic_write(regressions / f"{f.signature}.json", pretty_json(f.minimized, annotations))
     verdict = {
         "signature": f.signature,
-        "class": f.finding_class,
+        "class": f.finding_class.name,
         "kind": head.kind,
         "summary": head.summary,
         "candidate": f.candidate,
@@ -266,11 +266,11 @@ def save_finding(f: Finding, crashes: Path, regressions: Path | None, replay: bo
         "sizes": {"original": scenario_summary(f.original), "minimized": scenario_summary(f.minimized),
                   "steps": len(f.candidate_run.steps)},
     }
-    _write_verdict(bundle, verdict)
+    write_verdict(bundle, verdict)
     return bundle
 
 
-def _write_verdict(bundle: Path, data: dict[str, Any]) -> None:
+def write_verdict(bundle: Path, data: dict[str, Any]) -> None:
     atomic_write(bundle / "verdict.json", json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
@@ -278,53 +278,8 @@ def update_verdict(bundle: Path, **changes: Any) -> dict[str, Any]:
     """Set ``changes`` in the bundle's ``verdict.json`` (validated first), in one atomic write."""
     data = load_verdict(Path(bundle) / "verdict.json")
     data.update(changes)
-    _write_verdict(Path(bundle), data)
+    write_verdict(Path(bundle), data)
     return data
-
-
-def _update_life(bundle: Path, change: Any) -> dict[str, Any]:
-    """``change(verdict)`` applied to the bundle's verdict (validated before and after), ``report.md``'s
-    lifecycle section rewritten from the result, then ``verdict.json`` in one atomic write."""
-    bundle = Path(bundle)
-    data = load_verdict(bundle / "verdict.json")
-    change(data)
-    _check_lifecycle(bundle / "verdict.json", data)
-    report = json_input.read_text(bundle / "report.md", _failing(bundle / "report.md"))
-    atomic_write(bundle / "report.md", with_lifecycle_section(report, data))
-    _write_verdict(bundle, data)
-    return data
-
-
-def record_verification(bundle: Path, key: str, record: dict[str, Any],
-                        fixed_in: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What verifying against candidate ``key`` found: ``verifications[key]``, ``reproducibility``, and
-    ``fixed_in`` (set when ``fixed_in`` is given; cleared when the finding reproduces again)."""
-
-    def change(data: dict[str, Any]) -> None:
-        data.setdefault("verifications", {})
-        data["verifications"] = {**(data["verifications"] or {}), key: record}
-        data["reproducibility"] = {"tries": record["tries"], "hits": record["hits"], "candidate": record["candidate"]}
-        if fixed_in is not None:
-            data["fixed_in"] = fixed_in
-        elif record["status"] == "reproduces":
-            data["fixed_in"] = None
-
-    return _update_life(bundle, change)
-
-
-def record_issue_action(bundle: Path, key: str, issue: dict[str, Any]) -> dict[str, Any]:
-    """What was done to the finding's issue after verifying against ``key`` (once per key)."""
-
-    def change(data: dict[str, Any]) -> None:
-        data["verifications"][key] = {**data["verifications"][key], "issue": issue}
-
-    return _update_life(bundle, change)
-
-
-def record_range(bundle: Path, field_name: str, value: dict[str, Any]) -> dict[str, Any]:
-    """A bisection's result: ``regression_range`` or ``fixed_in``."""
-    assert field_name in ("regression_range", "fixed_in")
-    return _update_life(bundle, lambda data: data.update({field_name: value}))
 
 
 def count_occurrence(bundle: Path, replay: bool = False) -> None:

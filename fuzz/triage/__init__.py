@@ -1,1 +1,2 @@
-"""Re-running inputs: replay on a tier and judge, confirm a finding on the real engine."""
+"""A finding's life after the fuzzer: confirm it on real state, verify it against new builds, bisect it,
+compare costs, measure coverage, and ``gdnfuzz ci``'s pipeline."""

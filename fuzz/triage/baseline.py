@@ -14,10 +14,9 @@ from pathlib import Path
 
 from fuzz.errors import FieldError
 from fuzz.model.policies import Policy
-from fuzz.model.result import FailOn
 from fuzz.model.scenario import load_scenario
-from fuzz.oracle.signature import finding_signature
-from fuzz.triage.replay import replay
+from fuzz.oracle.differential import replay
+from fuzz.oracle.verdict import default_fail_on, finding_signature
 
 SIGNATURE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
@@ -47,5 +46,5 @@ def recorded_own_findings(corpus: str | Path, policy: Policy) -> set[str]:
         scenario, notes = load_scenario(path)
         if notes.get("expect", {}).get(policy.spec) == "diverged":
             run = replay(scenario, policy, policy)
-            known.add(finding_signature(run.verdict, scenario, run.candidate, FailOn.CORRECTNESS))
+            known.add(finding_signature(run.verdict, scenario, run.candidate, default_fail_on()))
     return known

@@ -14,24 +14,21 @@ Invariants:
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from fuzz.errors import ConfigRejected, InputError
 from fuzz.model.policies import Policy
-from fuzz.model.result import FailOn
 from fuzz.model.scenario import load_scenario
+from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import replay_argv
-from fuzz.oracle.signature import finding_signature, reference_is_wrong
+from fuzz.oracle.verdict import FailOn, finding_signature
+from fuzz.report.ci_report import Case
 from fuzz.search.libfuzzer import Progress
-from fuzz.search.mutate import MAX_STEPS
+from fuzz.search.settings import COMMITTED_DIRS, RunSettings
 from fuzz.search.supervisor import run_workers
-from fuzz.triage.replay import replay
-
-COMMITTED_DIRS = ("seeds", "regressions")
 
 
 @dataclass(frozen=True)
@@ -59,60 +56,6 @@ class CiPaths:
     @property
     def summary(self) -> Path:
         return self.out / "summary.md"
-
-
-@dataclass
-class Case:
-    """One corpus file replayed, or one signature found while fuzzing."""
-
-    name: str
-    phase: str  # "replay" or "fuzz"
-    signature: str  # "clean" when nothing counted
-    status: str  # the verdict status
-    summary: str
-    seconds: float
-    reproduce: list[str] = field(default_factory=list)  # the gdnfuzz replay command
-    new: bool = False
-    known: str | None = None  # why a finding does not fail the run (``CiReport.known_because``)
-
-
-@dataclass
-class CiReport:
-    candidate: Policy
-    reference: Policy
-    cases: list[Case]
-    baseline: set[str]
-    baseline_source: str
-    fuzz_seconds: float = 0.0
-    fuzz_execs: int = 0
-    worker_crashes: int = 0
-
-    @property
-    def signatures(self) -> dict[str, list[Case]]:
-        found: dict[str, list[Case]] = {}
-        for case in self.cases:
-            if case.signature != "clean":
-                found.setdefault(case.signature, []).append(case)
-        return found
-
-    def is_known(self, sig: str) -> bool:
-        """In the baseline, or wrong on the reference (the candidate did not bring it)."""
-        return self.known_because(sig) is not None
-
-    def known_because(self, sig: str) -> str | None:
-        if sig in self.baseline:
-            return f"in the baseline, {self.baseline_source}"
-        if reference_is_wrong(sig):
-            return f"{self.reference.spec} is wrong there too"
-        return None
-
-    @property
-    def new_signatures(self) -> list[str]:
-        return sorted(s for s in self.signatures if not self.is_known(s))
-
-    @property
-    def known_signatures(self) -> list[str]:
-        return sorted(s for s in self.signatures if self.is_known(s))
 
 
 def corpus_files(corpus: Path) -> list[Path]:
@@ -152,10 +95,9 @@ def fuzz(committed: Path, paths: CiPaths, candidate: Policy, reference: Policy, 
          fail_on: FailOn, minimize_seconds: float) -> tuple[list[Case], Progress]:
     """Coverage-guided fuzzing for ``seconds`` (``fuzz.search.supervisor``); one case per signature found."""
     prepare_fuzz_corpus(committed, paths)
-    settings = argparse.Namespace(
-        candidate=candidate.spec, reference=reference.spec, corpus=str(paths.corpus), crashes=str(paths.crashes),
-        no_regressions=True, minimize_time=minimize_seconds, target="split", fail_on=fail_on,
-        max_time=seconds, runs=0, seed=seed, jobs=jobs, libfuzzer=[], max_steps=MAX_STEPS)
+    settings = RunSettings(candidate=candidate.spec, reference=reference.spec, fail_on=fail_on, max_time=seconds,
+                           seed=seed, jobs=jobs, minimize_seconds=minimize_seconds, corpus=paths.corpus,
+                           crashes=paths.crashes, write_regressions=False)
     progress = Progress()
     run_workers(settings, progress)
     cases: dict[str, Case] = {}
@@ -164,10 +106,3 @@ def fuzz(committed: Path, paths: CiPaths, candidate: Policy, reference: Policy, 
         cases.setdefault(sig, Case(sig, "fuzz", sig, "diverged", f"found after {at:.0f}s of fuzzing; bundle {bundle}",
                                    at, replay_argv(scenario, candidate.spec, reference.spec, "sim", fail_on)))
     return list(cases.values()), progress
-
-
-def mark_new(report: CiReport) -> CiReport:
-    for case in report.cases:
-        case.known = None if case.signature == "clean" else report.known_because(case.signature)
-        case.new = case.signature != "clean" and case.known is None
-    return report

@@ -27,9 +27,9 @@ from typing import Any
 from fuzz.model.policies import Policy, resolve_policy
 from fuzz.model.result import ConfirmState, PoisonVerdict, VerdictStatus
 from fuzz.model.scenario import Scenario, load_scenario
+from fuzz.oracle.differential import replay
 from fuzz.store.bundle import load_verdict, update_verdict
 from fuzz.tiers import Executor, executor_for
-from fuzz.triage.replay import replay
 
 INPUTS = ("scenario.json", "original.json")  # a bundle's minimized input first, then what the fuzzer found
 

@@ -1,7 +1,7 @@
 """Check every finding against a new build: still reproduces, fixed, flaky, or unverifiable.
 
 ``verify_bundle(bundle, candidate, tries)`` replays the bundle's minimized scenario ``tries`` times
-under ``candidate`` against the bundle's reference, on the bundle's tier (``fuzz.triage.replay``).
+under ``candidate`` against the bundle's reference, on the bundle's tier (``fuzz.oracle.differential``).
 A try *hits* when it counts a finding of the bundle's class (any correctness finding for a
 correctness bundle, any efficiency finding for an efficiency one; the signatures seen are recorded),
 so a finding whose name has changed is never taken for fixed. Then:
@@ -28,13 +28,14 @@ from typing import Any
 
 from fuzz.errors import InputError
 from fuzz.model.policies import Policy, resolve_policy
-from fuzz.model.result import FailOn, VerdictStatus
-from fuzz.oracle.signature import finding_signature
+from fuzz.model.result import VerdictStatus
+from fuzz.oracle.differential import replay
+from fuzz.oracle.verdict import FailOn, class_of_signature, finding_class, finding_signature
 from fuzz.report.github import sync_issue
-from fuzz.store.bundle import CrashBundle, load_bundle, record_issue_action, record_verification
+from fuzz.report.lifecycle import record_issue_action, record_verification
+from fuzz.store.bundle import CrashBundle, load_bundle
 from fuzz.tiers import executor_for
 from fuzz.triage.candidate import Candidate
-from fuzz.triage.replay import replay
 
 UNDECIDED = (VerdictStatus.INCONCLUSIVE, VerdictStatus.UNSUPPORTED)
 EXACT_STATES = "not needed: the tier's states and costs are exact counts"
@@ -58,8 +59,9 @@ class Trial:
 
 
 def counted_class(bundle: CrashBundle) -> FailOn:
-    """What a try of this bundle counts: the class of finding the bundle holds."""
-    return FailOn.EFFICIENCY if bundle.verdict.get("class") == "efficiency" else FailOn.CORRECTNESS
+    """What a try of this bundle counts: the class of finding the bundle holds (older bundles record no
+    class: their signature says it)."""
+    return FailOn(bundle.verdict.get("class") or class_of_signature(bundle.signature).name)
 
 
 def trial(bundle: CrashBundle, policy: Policy, tier: str | None = None) -> Trial:
@@ -87,11 +89,12 @@ def canary_check(bundle: CrashBundle, tier: str) -> tuple[bool | None, str]:
     """Whether a wrong slot would show in this bundle's configuration: on the engine and kernel tiers
     their canary (a deliberately corrupted slot); on the sim tier, for a correctness bundle, the
     ``naive`` split (it ends chunks anywhere) must diverge on the same scenario, so the scenario does
-    read what a bad split leaves in a slot. An efficiency bundle's costs are exact counts on the sim."""
+    read what a bad split leaves in a slot. A class the sim measures exactly (``exact_on_sim``: costs)
+    needs no canary there."""
     if tier != "sim":
         caught = executor_for(tier).canary_run(bundle.scenario)[1]
         return caught, EXACT_STATES if caught is None else ("caught" if caught else "missed")
-    if counted_class(bundle) == FailOn.EFFICIENCY:
+    if finding_class(counted_class(bundle)).exact_on_sim:
         return None, EXACT_STATES
     naive = replay(bundle.scenario, resolve_policy("naive"), resolve_policy(bundle.verdict["reference"]), "sim")
     if naive.verdict.status == VerdictStatus.DIVERGED:

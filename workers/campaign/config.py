@@ -25,25 +25,22 @@ Actors are created with ``max_restarts=-1``: each starts its work thread in
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from fuzz.search.settings import RunSettings
 
 
 @dataclass(frozen=True)
 class CampaignConfig:
-    """Everything an actor needs; absolute paths (on a cluster: the same shared mount on every node)."""
+    """Everything an actor needs: the fuzzing run's own settings (``run``: the policies, what is counted,
+    the limits, the stores, as ``gdnfuzz run`` takes them) and the campaign's. Absolute paths (on a
+    cluster: the same shared mount on every node)."""
 
-    corpus: Path
-    crashes: Path
-    candidate: str = "pre-51113"
-    reference: str = "vllm"
+    run: RunSettings = field(default_factory=RunSettings)
     fuzzers: int = 2
     verifiers: int = 1
     gpus_per_verifier: float = 1.0
-    max_time: float = 300.0
-    seed: int = 1
-    minimize_seconds: float = 60.0
     merge_every: float = 600.0
     hang_timeout: int = 60
     rss_limit_mb: int = 6144
@@ -52,14 +49,20 @@ class CampaignConfig:
     dry_run_issues: bool = False
     drain_time: float = 240.0
     cpu_share: float = 1.0  # Ray CPUs each fuzzer, verifier and task asks for (below 1 on an oversubscribed machine)
-    libfuzzer: tuple[str, ...] = ()
-    fail_on: str = "correctness"  # which findings the fuzzers save (fuzz.model.result.FailOn)
     verify_fixed: bool = False  # at the start, replay every stored finding against the installed vLLM
     verify_tries: int = 3
 
     @property
+    def corpus(self) -> Path:
+        return self.run.corpus
+
+    @property
+    def crashes(self) -> Path:
+        return self.run.crashes
+
+    @property
     def queue(self) -> Path:
-        return self.corpus / "queue"
+        return self.run.queue
 
     @property
     def regressions(self) -> Path:
@@ -70,11 +73,9 @@ class CampaignConfig:
         return self.crashes / "raw"
 
     def read_only_dirs(self) -> list[Path]:
-        return [d for d in (self.corpus / "seeds", self.regressions) if d.is_dir()]
+        return list(self.run.committed)
 
     def harness_env(self, crashes: Path) -> dict[str, str]:
-        """The harness settings (``fuzz.search.harness``'s environment) for campaign mode: raw bundles go to
-        ``crashes`` (the crash store minimizes them and writes the regressions)."""
-        return {**os.environ, "GDNFUZZ_CANDIDATE": self.candidate, "GDNFUZZ_REFERENCE": self.reference,
-                "GDNFUZZ_CRASHES": str(crashes), "GDNFUZZ_FAIL_ON": self.fail_on,
-                "GDNFUZZ_COMMITTED": os.pathsep.join(map(str, self.read_only_dirs())), "VLLM_LOGGING_LEVEL": "ERROR"}
+        """A harness's environment in campaign mode: the run's settings with raw bundles going to ``crashes``
+        (the crash store minimizes them and writes the regressions)."""
+        return self.run.for_worker(crashes).child_env()

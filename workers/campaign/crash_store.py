@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fuzz.oracle.signature import is_efficiency
+from fuzz.oracle.verdict import class_of_signature
 from fuzz.reduce.minimize import minimize_raw_bundle
+from fuzz.report.finding_report import store_finding
 from fuzz.report.github import file_issue
-from fuzz.store.bundle import count_occurrence, load_verdict, save_finding, sync_counts, update_verdict
+from fuzz.store.bundle import count_occurrence, load_verdict, sync_counts, update_verdict
 from workers.campaign.config import CampaignConfig
 from workers.campaign.tasks import crash_finding
 
@@ -83,18 +84,19 @@ class CrashStoreActor:
 
         self._event(sig, f"found by {actor}")
         task = ray.remote(minimize_raw_bundle).options(num_cpus=self.config.cpu_share, max_retries=2)
-        self.s.minimizing[sig] = task.remote(raw_bundle, sig, self.config.candidate, self.config.reference,
-                                             self.config.minimize_seconds, self.config.fail_on)
+        run = self.config.run
+        self.s.minimizing[sig] = task.remote(raw_bundle, sig, run.candidate, run.reference, run.minimize_seconds,
+                                             run.fail_on)
 
     def report_artifact(self, actor: str, artifact: str, kind: str, log_tail: str) -> str:
         """Save (or count) the finding for a libFuzzer artifact, then move the artifact to raw/reported/."""
         path = Path(artifact)
-        finding = crash_finding(kind, path, log_tail, self.config.candidate, self.config.reference)
+        finding = crash_finding(kind, path, log_tail, self.config.run.candidate, self.config.run.reference)
         if finding.signature in self.s.known:
             bundle = self.config.crashes / finding.signature
             count_occurrence(bundle)
         else:
-            save_finding(finding, self.config.crashes, None)
+            store_finding(finding, self.config.crashes, None)
             self.s.known.add(finding.signature)
             self.s.states[finding.signature] = None
             self._event(finding.signature, f"{kind} of {actor}")
@@ -118,7 +120,7 @@ class CrashStoreActor:
                 self.s.given_up.add(sig)
                 self._event(sig, "did not reproduce")
                 continue
-            save_finding(finding, self.config.crashes, self.config.regressions)
+            store_finding(finding, self.config.crashes, self.config.regressions)
             self.s.known.add(sig)
             self.s.states[sig] = None
             self._event(sig, "minimized")
@@ -136,9 +138,9 @@ class CrashStoreActor:
     # -- verification
 
     def _enqueue(self, sig: str) -> None:
-        """Queue ``sig`` for the engine verifiers: correctness findings only (the engine confirms a
-        poisoned slot; an efficiency finding is a cost the sim tier measures exactly)."""
-        if self.config.verifiers > 0 and sig not in self.s.queue and not is_efficiency(sig):
+        """Queue ``sig`` for the engine verifiers where its class is confirmed there (the engine confirms
+        a poisoned slot; a cost the sim tier measures exactly needs no confirmation)."""
+        if self.config.verifiers > 0 and sig not in self.s.queue and class_of_signature(sig).confirm_on_engine:
             self.s.queue.append(sig)
 
     def next_verification(self, verifier: str) -> str | None:

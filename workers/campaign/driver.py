@@ -83,7 +83,7 @@ class Campaign:
         self.verifiers: dict[str, Any] = {}
         self.crash_store: Any = None
         self.started = time.time()
-        self.deadline = self.started + config.max_time
+        self.deadline = self.started + config.run.max_time
         self._own_ray = False
         self._base: dict[str, int] = {}  # execs of an actor's earlier incarnations
         self._last: dict[str, dict[str, Any]] = {}
@@ -138,7 +138,7 @@ class Campaign:
         for i in range(self.config.fuzzers):
             name = f"fuzzer-{i}"
             self.fuzzers[name] = remote(FuzzerActor).options(num_cpus=share, max_concurrency=2).remote(
-                name, self.config.seed + i, self.config, self.crash_store, self.deadline)
+                name, self.config.run.seed + i, self.config, self.crash_store, self.deadline)
         verifier_resources = {"num_gpus": self.config.gpus_per_verifier} if gpus else {}
         for i in range(self.config.verifiers):
             name = f"verifier-{i}"
@@ -147,7 +147,7 @@ class Campaign:
                 name, self.config, self.crash_store)
         where = "embedded local Ray" if self.settings.address == LOCAL else f"Ray at {self.settings.address}"
         print(f"gdnfuzz campaign: {where}: {self.config.fuzzers} fuzzers, {self.config.verifiers} verifiers "
-              f"({'GPU' if gpus else 'CPU'}), {share} CPU each, {self.config.max_time:.0f}s", file=self.out,
+              f"({'GPU' if gpus else 'CPU'}), {share} CPU each, {self.config.run.max_time:.0f}s", file=self.out,
               flush=True)
 
     # -- poll

@@ -31,7 +31,7 @@ def harness_args(config: CampaignConfig, name: str, seed: int, deadline: float) 
         d.mkdir(parents=True, exist_ok=True)
     return [*DEFAULT_FLAGS, f"-timeout={config.hang_timeout}", f"-rss_limit_mb={config.rss_limit_mb}",
             f"-seed={seed}", f"-max_total_time={max(int(deadline - time.time()), 1)}",
-            f"-artifact_prefix={config.raw}/{name}-", *config.libfuzzer, *map(str, dirs)]
+            f"-artifact_prefix={config.raw}/{name}-", *config.run.libfuzzer, *map(str, dirs)]
 
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fuzz.model.result import RunResult, VerdictStatus
+from fuzz.model.result import RunResult
 from fuzz.oracle.divergence import Divergence
 from fuzz.oracle.finding import Finding
-from fuzz.oracle.judge import Verdict
 from fuzz.oracle.signature import artifact_signature
+from fuzz.oracle.verdict import Verdict, class_of_signature
 from fuzz.search.mutate import decode
 from fuzz.store.corpus_merge import MergeReport, merge_corpus
 from fuzz.triage.candidate import from_spec
@@ -32,7 +32,8 @@ def crash_finding(kind: str, artifact: Path, log_tail: str, candidate: str, refe
     sig = artifact_signature(kind, error, scenario)
     summary = f"the harness {'hung on' if kind == 'hang' else 'died on'} this input ({error})"
     details = {"artifact": artifact.name, "log": log_tail[-4000:]}
-    verdict = Verdict(VerdictStatus.DIVERGED, [Divergence(kind, "candidate", summary, details=details)])
+    cls = class_of_signature(sig)
+    verdict = Verdict(cls.status, {cls.name: [Divergence(kind, "candidate", summary, details=details)]})
     return Finding(sig, scenario, scenario, verdict, candidate, reference, RunResult("sim", candidate, sig))
 
 

@@ -40,16 +40,18 @@ slot, and the request resuming from it shows how far such a state moves outputs.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 from fuzz.errors import GdnfuzzError
+from fuzz.model.drive import Drive
+from fuzz.model.knobs import EngineKnobs, engine_args, scheduler_settings
 from fuzz.model.policies import Policy, contract_checked
 from fuzz.model.result import Chunk, Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus, StepRecord
-from fuzz.model.scenario import MAX_CONTEXT, EngineKnobs, Request, Scenario, own_prompt_tokens, prompt_tokens
-from fuzz.tiers import STALL_STEPS
+from fuzz.model.scenario import MAX_CONTEXT, Request, Scenario, own_prompt_tokens, prompt_tokens
 from workers.engine import cpu_align_kernels
 from workers.engine import state as engine_state
 from workers.engine.state import SlotState
@@ -93,23 +95,24 @@ def unsupported_reason(scenario: Scenario) -> str | None:
 
 @dataclass(frozen=True)
 class EngineKey:
-    """What needs an engine of its own; ``block_size`` None is the truth engine (no prefix caching).
+    """What needs an engine of its own: the engine and pool arguments the knob table maps a scenario's
+    knobs to (``fuzz.model.knobs.engine_args``, as canonical JSON); None is the truth engine (no prefix
+    caching). The scheduler knobs are set per run (``fuzz.model.knobs.scheduler_settings``)."""
 
-    ``hash_block_size`` is vLLM's ``prefix_match_unit``: below ``block_size`` it turns partial hash
-    hits on, exactly as in the scenario.
-    """
-
-    block_size: int | None
-    hash_block_size: int | None = None
-    retention_interval: int | None = 0
-    num_kv_blocks: int | None = None
-    num_mtp_tokens: int = 0  # MTP speculative decoding (on CPU through workers.engine.cpu_align_kernels)
-    shared_prefix_checkpoint: bool = False  # CacheConfig.enable_mamba_shared_prefix_checkpoint
+    args: str | None
 
     @classmethod
     def of(cls, knobs: EngineKnobs) -> EngineKey:
-        return cls(knobs.mamba_block_size, knobs.hash_block_size, knobs.retention_interval, knobs.num_kv_blocks,
-                   knobs.num_spec_tokens, knobs.shared_prefix_checkpoint)
+        return cls(json.dumps(engine_args(knobs, ("engine", "pool")), sort_keys=True))
+
+    @property
+    def engine_args(self) -> dict[str, Any]:
+        return {} if self.args is None else json.loads(self.args)
+
+    @property
+    def block_size(self) -> int | None:
+        """B: the Mamba block the engine must run (None for the truth engine)."""
+        return self.engine_args.get("mamba_block_size")
 
 
 def build_engine(key: EngineKey) -> Any:
@@ -121,20 +124,16 @@ def build_engine(key: EngineKey) -> Any:
     from workers.engine.scheduler import GdnfuzzScheduler
     from workers.tiny_model import tiny_model_dir
 
+    args = key.engine_args
     kwargs: dict[str, Any] = dict(
         model=str(tiny_model_dir()), skip_tokenizer_init=True, dtype="bfloat16", enforce_eager=True, seed=0,
         max_model_len=MAX_CONTEXT, max_num_batched_tokens=ENGINE_MAX_BATCHED, max_num_seqs=ENGINE_MAX_SEQS,
         enable_chunked_prefill=True, async_scheduling=False, scheduler_cls=GdnfuzzScheduler,
-        num_gpu_blocks_override=key.num_kv_blocks, enable_prefix_caching=key.block_size is not None,
-    )
-    if key.block_size is not None:
-        # In align mode vLLM ties the attention block to the Mamba block (B); ask for B directly.
-        kwargs |= dict(mamba_cache_mode="align", block_size=key.block_size, prefix_match_unit=key.hash_block_size,
-                       prefix_cache_retention_interval=key.retention_interval,
-                       enable_mamba_shared_prefix_checkpoint=key.shared_prefix_checkpoint)
-    if key.num_mtp_tokens:
+        enable_prefix_caching=key.args is not None, **args)
+    if key.args is not None:
+        kwargs["mamba_cache_mode"] = "align"
+    if args.get("speculative_config"):
         cpu_align_kernels.register()
-        kwargs["speculative_config"] = {"method": "mtp", "num_speculative_tokens": key.num_mtp_tokens}
     if not current_platform.is_cpu():
         kwargs["gpu_memory_utilization"] = GPU_MEMORY_FRACTION
     engine = LLMEngine.from_engine_args(EngineArgs(**kwargs))
@@ -258,42 +257,30 @@ class ScenarioRun:
                 prompts.append(parent.prompt if parent else own_prompt_tokens(self.scenario, live.request))
         return prompts
 
-    def _due(self, live: _Live) -> bool:
-        r = live.request
-        if live.added_step is not None or r.arrival_step > self.step:
-            return False
-        if r.continues is None:
-            return True
-        parent_finished = self.live[r.continues].finish_step
-        return parent_finished is not None and parent_finished < self.step
-
     def execute(self, after_step: Any = None) -> None:
-        """Drive the scenario to completion; ``after_step(run, new_hashed)`` runs after each engine step."""
+        """Drive the scenario to completion; ``after_step(run, new_hashed)`` runs after each engine step.
+
+        Arrivals, aborts and the liveness rule are the scenario's ``Drive`` (as on the sim tier)."""
         from vllm import SamplingParams
 
         knobs = self.scenario.engine
-        self.scheduler.max_num_running_reqs = self.scheduler.max_num_active_reqs = knobs.max_num_seqs
-        self.scheduler.scheduler_config.long_prefill_token_threshold = knobs.long_prefill_token_threshold
-        pending = set(self.live)
-        stalled = 0
-        while pending:
-            if self.step >= MAX_STEPS:
-                self.faults.append(Fault(kind="liveness", detail=f"{len(pending)} request(s) unfinished after "
-                                         f"{MAX_STEPS} steps", step=self.step))
-                break
-            for rid in sorted(pending, key=lambda i: self.scenario.requests.index(self.live[i].request)):
-                live = self.live[rid]
-                if self._due(live):
-                    live.prompt, live.added_step = prompt_tokens(self.scenario, live.request, self._said()), self.step
-                    params = SamplingParams(temperature=0.0, max_tokens=live.request.max_tokens, logprobs=TOP_K,
-                                            ignore_eos=True)
-                    self.engine.add_request(f"{self.tag}/{rid}", {"prompt_token_ids": live.prompt}, params)
-                abort = live.request.abort_step
-                if live.added_step is not None and abort is not None and abort <= self.step:
-                    self.engine.abort_request([f"{self.tag}/{rid}"])
-                    live.finish_step = self.step
-                    pending.discard(rid)
+        settings = scheduler_settings(knobs)
+        # The engine was built for the largest batch; the run's own limits are set on its scheduler (the
+        # running-request cap is read once, at construction, so it is set where the scheduler keeps it).
+        self.scheduler.max_num_running_reqs = self.scheduler.max_num_active_reqs = settings["max_num_seqs"]
+        self.scheduler.scheduler_config.long_prefill_token_threshold = settings["long_prefill_token_threshold"]
+        drive = Drive(self.scenario, MAX_STEPS)
+        while drive.unfinished:
             step = self.step
+            for request in drive.arrivals(step):
+                live = self.live[request.id]
+                live.prompt, live.added_step = prompt_tokens(self.scenario, request, self._said()), step
+                params = SamplingParams(temperature=0.0, max_tokens=request.max_tokens, logprobs=TOP_K,
+                                        ignore_eos=True)
+                self.engine.add_request(f"{self.tag}/{request.id}", {"prompt_token_ids": live.prompt}, params)
+            for rid in drive.aborts(step):
+                self.engine.abort_request([f"{self.tag}/{rid}"])
+                self.live[rid].finish_step = step
             self.scheduler.max_num_scheduled_tokens = knobs.budget_at(step)
             begun = time.perf_counter()
             outputs = self.engine.step() if self.engine.has_unfinished_requests() else []
@@ -301,11 +288,12 @@ class ScenarioRun:
                 self.steps[-1].seconds = time.perf_counter() - begun  # what the user waits for this step
             for out in outputs:
                 rid = self.request_id(out.request_id)
-                if rid in pending:
-                    self.live[rid].output = out  # cumulative: an aborted request keeps what it produced
+                live = self.live[rid]
+                if live.finish_step is None:
+                    live.output = out  # cumulative: an aborted request keeps what it produced
                     if out.finished:
-                        self.live[rid].finish_step = step
-                        pending.discard(rid)
+                        live.finish_step = step
+                        drive.finish(rid, step)
             new, self._new = self._new, []
             if after_step is not None:
                 after_step(self, new)
@@ -313,12 +301,12 @@ class ScenarioRun:
                 entry.state = engine_state.read_slot(self.engine, entry.block_id)
             self.step += 1
             scheduled = bool(self.steps) and self.steps[-1].step == step and bool(self.steps[-1].chunks)
-            stalled = stalled + 1 if self.engine.has_unfinished_requests() and not scheduled else 0
-            if stalled >= STALL_STEPS:
-                self.faults.append(Fault(kind="liveness", detail=f"nothing scheduled for {STALL_STEPS} steps with "
-                                         "requests waiting", step=step))
+            fault = drive.liveness(step, scheduled)
+            if fault is not None:
+                self.faults.append(fault)
                 break
-        stuck = [f"{self.tag}/{rid}" for rid in pending if self.live[rid].added_step is not None]
+        stuck = [f"{self.tag}/{rid}" for rid, live in self.live.items()
+                 if live.added_step is not None and live.finish_step is None]
         if stuck:  # a run ended by a liveness fault leaves nothing behind in the warm engine
             self.engine.abort_request(stuck)
         self.scheduler.split = self.scheduler.observer = None

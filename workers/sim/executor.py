@@ -26,17 +26,13 @@ from typing import Any
 
 from fuzz.errors import ConfigRejected
 from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
+from fuzz.model.drive import Drive
+from fuzz.model.knobs import EngineKnobs
 from fuzz.model.policies import Policy, contract_checked
 from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, StepRecord
-from fuzz.model.scenario import (
-    VOCAB_SIZE,
-    EngineKnobs,
-    Scenario,
-    own_prompt_length,
-    prompt_tokens,
-    required_kv_blocks,
-)
-from fuzz.tiers import STALL_STEPS, BaseExecutor
+from fuzz.model.scenario import VOCAB_SIZE, Scenario, own_prompt_length, prompt_tokens, required_kv_blocks
+from fuzz.model.scenario import Request as ScenarioRequest
+from fuzz.tiers import BaseExecutor
 from workers.sim.block_hashes import memoized_block_hasher
 from workers.sim.branch import BranchRunner
 from workers.sim.fidelity import check_mirror_fidelity
@@ -69,14 +65,13 @@ class _Run:
     scheduler: Any
     mirror: RunnerMirror
     result: RunResult
+    drive: Drive  # arrivals, aborts, liveness
     vllm_requests: dict[str, Any] = field(default_factory=dict)
-    pending: list[str] = field(default_factory=list)  # scenario order, not yet added
     claims: dict[tuple[int, Any], Claim] = field(default_factory=dict)  # (block id, hash) -> claim
     accept_cursor: dict[str, int] = field(default_factory=dict)
     hasher: Callable[[Any], list[Any]] | None = None
     hash_index: MambaHashIndex | None = None  # the pool's Mamba hash entries
     specs: dict[str, Any] = field(default_factory=dict)  # request id -> the scenario's Request
-    aborts: dict[int, set[str]] = field(default_factory=dict)  # step -> requests aborted in it
     prefixes: dict[Any, tuple[str, int]] = field(default_factory=dict)  # BlockHash -> preimage (request, tokens)
     indexed: dict[str, int] = field(default_factory=dict)  # request -> block hashes indexed
     step: int = 0  # the scheduler step in progress (a deadline names it)
@@ -122,16 +117,14 @@ class SimExecutor(BaseExecutor):
             scheduler=scheduler,
             mirror=RunnerMirror(knobs.mamba_block_size, knobs.num_spec_tokens, _checkpoints(scheduler, knobs)),
             result=result,
-            pending=[r.id for r in scenario.requests],
+            drive=Drive(scenario, self.max_steps or (max(r.arrival_step for r in scenario.requests) + 2 * total + 64)),
             specs={r.id: r for r in scenario.requests},
-            aborts=_aborts_by_step(scenario),
             hasher=_hasher(scheduler),
             hash_index=MambaHashIndex(scheduler.kv_cache_manager.block_pool, MAMBA_GROUP),
         )
-        limit = self.max_steps or (max(r.arrival_step for r in scenario.requests) + 2 * total + 64)
         try:
             with run_deadline():
-                self._loop(run, limit)
+                self._loop(run)
         except DeadlineExceeded:
             result.faults.append(Fault(kind="hang", detail=f"the run passed its {deadline_seconds():g} s deadline "
                                        f"in step {run.step}", step=run.step))
@@ -162,18 +155,18 @@ class SimExecutor(BaseExecutor):
 
     # ------------------------------------------------------------ the loop
 
-    def _loop(self, run: _Run, limit: int) -> None:
+    def _loop(self, run: _Run) -> None:
+        """``EngineCore.step``'s order, step by step, with the scenario's arrivals, aborts and liveness
+        rule from its ``Drive`` (as on the engine tier)."""
         from vllm.v1.request import RequestStatus
 
-        stalled = 0
-        for step in range(limit):
+        drive = run.drive
+        for step in range(drive.limit):
             run.step = step
-            self._admit(run, step)
-            due = run.aborts.get(step)
-            for rid, req in run.vllm_requests.items() if due else ():  # in admission order, as before
-                if rid in due and not req.is_finished():
-                    run.scheduler.finish_requests(rid, RequestStatus.FINISHED_ABORTED)
-            if not run.pending and not run.scheduler.has_requests():
+            self._admit(run, drive.arrivals(step))
+            for rid in drive.aborts(step):
+                run.scheduler.finish_requests(rid, RequestStatus.FINISHED_ABORTED)
+            if not drive.unfinished and not run.scheduler.has_requests():
                 return
             budget = run.scenario.engine.budget_at(step)
             run.scheduler.max_num_scheduled_tokens = budget
@@ -186,41 +179,27 @@ class SimExecutor(BaseExecutor):
                 run.scheduler.update_draft_token_ids(drafts)
             self._audit(run, step)
             self._note_finished(run, step)
-            waiting = run.scheduler.get_num_unfinished_requests() > 0
-            stalled = stalled + 1 if waiting and output.total_num_scheduled_tokens == 0 else 0
-            if stalled >= STALL_STEPS:
-                run.result.faults.append(Fault(
-                    kind="liveness", detail=f"nothing scheduled for {STALL_STEPS} steps with requests waiting",
-                    step=step))
+            fault = drive.liveness(step, scheduled=output.total_num_scheduled_tokens > 0)
+            if fault is not None:
+                run.result.faults.append(fault)
                 return
-        if run.pending or run.scheduler.has_requests():
-            run.result.faults.append(Fault(kind="liveness", detail=f"requests unfinished after {limit} steps",
-                                           step=limit))
 
-    def _admit(self, run: _Run, step: int) -> None:
+    def _admit(self, run: _Run, arrivals: list[ScenarioRequest]) -> None:
         from vllm.sampling_params import SamplingParams
         from vllm.v1.request import Request
 
-        if not run.pending:
+        if not arrivals:
             return
         said = {rid: req.output_token_ids for rid, req in run.vllm_requests.items()}
-        for rid in list(run.pending):
-            spec = run.specs[rid]
-            if spec.arrival_step > step:
-                continue
-            if spec.continues is not None:
-                parent = run.vllm_requests.get(spec.continues)
-                if parent is None or not parent.is_finished():
-                    continue
+        for spec in arrivals:
             prompt = prompt_tokens(run.scenario, spec, said)
             params = SamplingParams(max_tokens=spec.max_tokens, temperature=0.0, ignore_eos=True)
-            request = Request(rid, prompt, params, None, block_hasher=run.hasher)
-            run.vllm_requests[rid] = request
+            request = Request(spec.id, prompt, params, None, block_hasher=run.hasher)
+            run.vllm_requests[spec.id] = request
             run.scheduler.add_request(request)
-            run.pending.remove(rid)
             exact = State(tuple(prompt))
-            run.result.requests[rid] = RequestOutcome(
-                id=rid, prompt_tokens=len(prompt), prompt_digest=exact.fingerprint(),
+            run.result.requests[spec.id] = RequestOutcome(
+                id=spec.id, prompt_tokens=len(prompt), prompt_digest=exact.fingerprint(),
                 expected_tokens=greedy_continuation(exact, spec.max_tokens))
 
     def _execute(self, run: _Run, output: Any, record: StepRecord) -> tuple[Any, Any]:
@@ -384,19 +363,12 @@ class SimExecutor(BaseExecutor):
             if outcome.finish_step is None and request.is_finished():
                 outcome.finish_step = step
                 outcome.finish_reason = str(request.status)
+                run.drive.finish(rid, step)
 
     @staticmethod
     def _collect(run: _Run) -> None:
         for rid, request in run.vllm_requests.items():
             run.result.requests[rid].output_tokens = list(request.output_token_ids)
-
-
-def _aborts_by_step(scenario: Scenario) -> dict[int, set[str]]:
-    aborts: dict[int, set[str]] = {}
-    for r in scenario.requests:
-        if r.abort_step is not None:
-            aborts.setdefault(r.abort_step, set()).add(r.id)
-    return aborts
 
 
 def _checkpoints(scheduler: Any, knobs: EngineKnobs) -> PrefillCheckpoints:

@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import logging
 import os
 from dataclasses import dataclass
 from typing import Any
 
 from fuzz.errors import ConfigRejected
-from fuzz.model.scenario import MAX_CONTEXT, EngineKnobs
+from fuzz.model.knobs import EngineKnobs, engine_args, scheduler_settings
+from fuzz.model.scenario import MAX_CONTEXT
 from workers.sim.block_pools import BlockPoolStock, recycled_block_pools
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -43,34 +45,25 @@ ATTENTION_LAYER = "model.layers.1.self_attn"
 
 @dataclass(frozen=True)
 class ConfigKey:
-    """The knobs the VllmConfig is built from (the scheduler knobs are set per run)."""
+    """What the VllmConfig is built from: the engine arguments the knob table maps the scenario's knobs
+    to (``fuzz.model.knobs.engine_args``, as canonical JSON so the key is hashable), and whether a KV
+    connector is attached. The scheduler knobs are set per run."""
 
-    mamba_block_size: int
-    block_size: int
-    hash_block_size: int
-    spec_decode: str
-    num_speculative_tokens: int
-    retention_interval: int | None
-    shared_prefix_checkpoint: bool = False
+    args: str
     kv_connector: bool = False
 
     @classmethod
     def of(cls, knobs: EngineKnobs, kv_connector: bool = False) -> ConfigKey:
-        return cls(
-            knobs.mamba_block_size,
-            knobs.block_size,
-            knobs.hash_block_size,
-            knobs.spec_decode,
-            knobs.num_spec_tokens,
-            knobs.retention_interval,
-            knobs.shared_prefix_checkpoint,
-            kv_connector,
-        )
+        return cls(json.dumps(engine_args(knobs), sort_keys=True), kv_connector)
 
     @property
-    def model_key(self) -> tuple[str, int, bool]:
+    def engine_args(self) -> dict[str, Any]:
+        return json.loads(self.args)
+
+    @property
+    def model_key(self) -> tuple[str, bool]:
         """What the model-level configs depend on (the checkpoint is fixed): see ``_ModelParts``."""
-        return self.spec_decode, self.num_speculative_tokens, self.kv_connector
+        return json.dumps(self.engine_args["speculative_config"], sort_keys=True), self.kv_connector
 
 
 def one_line_reason(exc: BaseException) -> str:
@@ -131,7 +124,7 @@ class _ModelParts:
         args.create_model_config, args.create_speculative_config = model_config, speculative_config
 
 
-_MODEL_PARTS: dict[tuple[str, int, bool], _ModelParts] = {}
+_MODEL_PARTS: dict[tuple[str, bool], _ModelParts] = {}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -161,21 +154,13 @@ def _engine_args(key: ConfigKey) -> Any:
     from workers.tiny_model import tiny_config_dir
 
     _quiet_vllm()
-    speculative = (
-        None
-        if key.spec_decode == "off"
-        else {"method": key.spec_decode, "num_speculative_tokens": key.num_speculative_tokens}
-    )
-    if key.spec_decode == "eagle":
-        # vLLM has no EAGLE draft architecture for Qwen3-Next; the target's MTP
-        # head is configured instead. The scheduler treats both as the EAGLE
-        # family (use_eagle, use_eagle_block_drop), which is all the split sees.
-        speculative = {**speculative, "method": "mtp"}
     kv_transfer = (
         {"kv_connector": CONNECTOR_CLASS, "kv_connector_module_path": CONNECTOR_MODULE, "kv_role": "kv_both"}
         if key.kv_connector
         else None
     )
+    # As in vLLM's engine after hybrid alignment: cache_config.block_size is B (the knob table's
+    # mamba_block_size row says so), which is what the split reads as the Mamba block size.
     return EngineArgs(
         model=str(tiny_config_dir()),
         skip_tokenizer_init=True,
@@ -185,26 +170,18 @@ def _engine_args(key: ConfigKey) -> Any:
         max_model_len=MAX_CONTEXT,
         enable_prefix_caching=True,
         mamba_cache_mode="align",
-        # As in vLLM's engine after hybrid alignment: cache_config.block_size
-        # is B, which is what the split reads as the Mamba block size.
-        mamba_block_size=key.mamba_block_size,
-        block_size=key.mamba_block_size,
-        prefix_match_unit=key.hash_block_size,
-        prefix_cache_retention_interval=key.retention_interval,
-        speculative_config=speculative,
-        enable_mamba_shared_prefix_checkpoint=key.shared_prefix_checkpoint,
         kv_transfer_config=kv_transfer,
         async_scheduling=False,  # the sim drives EngineCore.step's synchronous order
+        **key.engine_args,
     )
 
 
 def with_scheduler_knobs(base: Any, knobs: EngineKnobs) -> Any:
     """A copy of ``base`` with the scenario's scheduler knobs, validated as vLLM validates them."""
     config = copy.copy(base)
-    config.max_num_batched_tokens = knobs.max_num_batched_tokens
+    for name, value in scheduler_settings(knobs).items():
+        setattr(config, name, value)
     config.max_num_scheduled_tokens = None  # the sim sets each step's budget itself
-    config.long_prefill_token_threshold = knobs.long_prefill_token_threshold
-    config.max_num_seqs = knobs.max_num_seqs
     try:
         config.verify_max_model_len(MAX_CONTEXT)
     except ValueError as exc:

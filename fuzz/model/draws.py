@@ -1,0 +1,48 @@
+"""Biased draws: the random choices every generator and mutator of scenarios makes, toward the bug family.
+
+``Choices`` is anything with ``randint(a, b)`` (inclusive), ``choice(seq)`` and ``random()``: a seeded
+``random.Random`` (``gdnfuzz gen``, mutations) or the fuzzer's byte-driven source. The biases: lengths
+within a few tokens of multiples of the Mamba block B, budgets that fragment a block (below B, just
+above B, 2B minus a little), and KV pools barely larger than the largest request (preemption).
+
+Invariant: every draw is a function of the values ``Choices`` returns, in a fixed order, so a seed
+fixes a scenario.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+MAMBA_BLOCK_SIZES = (64, 128, 256, 384, 512, 1600)
+CHECKPOINT_ALIGNMENTS = (1, 1, 16, 64)  # Mamba2 declares 1; KDA layers declare their chunk size
+
+
+class Choices(Protocol):
+    def randint(self, a: int, b: int) -> int: ...
+    def choice(self, seq: Any) -> Any: ...
+    def random(self) -> float: ...
+
+
+def near_multiple(c: Choices, block: int, max_blocks: int = 3) -> int:
+    """A length within a few tokens of k * block (k >= 1), or anywhere up to max_blocks * block."""
+    k = c.randint(1, max_blocks)
+    delta = c.choice((-1, 0, 1, -c.randint(2, 48), c.randint(2, 48), c.randint(-block + 1, block - 1)))
+    return max(1, k * block + delta)
+
+
+def fragmenting_budget(c: Choices, block: int) -> int:
+    """A step budget that cuts a block of ``block`` tokens into pieces (or covers a few blocks)."""
+    return max(16, c.choice((
+        block // 2 + c.randint(-8, 8),
+        block,
+        block + c.randint(1, 64),
+        2 * block - c.randint(1, 64),
+        c.randint(16, 4 * block),
+        c.randint(block // 8 + 1, block),
+    )))
+
+
+def tight_kv_blocks(required: int, slack: float) -> int:
+    """A pool that holds a request needing ``required`` blocks with ``slack`` in [0, 1) to spare:
+    preemption pressure."""
+    return int(required * (1.0 + slack)) + 4

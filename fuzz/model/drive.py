@@ -1,0 +1,76 @@
+"""A scenario's side of a run's step loop, the same on every tier: when each request arrives and is
+aborted, and the liveness rule that ends a run.
+
+The sim tier's loop around vLLM's ``Scheduler`` and the engine tier's loop around ``LLMEngine.step``
+both ask one :class:`Drive` what happens before each step and tell it what finished; only how a
+request is added, aborted and stepped is theirs. Invariants:
+
+- a request is admitted before the first step ``s`` with ``s >= arrival_step`` at which, for a
+  follow-up (``continues``), its parent finished at a step before ``s``; requests due together are
+  admitted in scenario order;
+- an admitted, unfinished request is aborted before the first step ``s >= abort_step`` (so a follow-up
+  admitted after its abort step is aborted as it arrives), and counts as finished at ``s``;
+- :data:`STALL_STEPS` consecutive steps that schedule nothing while requests wait end the run with a
+  ``liveness`` fault, as does reaching the step limit with requests unfinished.
+"""
+
+from __future__ import annotations
+
+from fuzz.model.result import Fault
+from fuzz.model.scenario import Request, Scenario
+
+STALL_STEPS = 16
+
+
+class Drive:
+    """Arrivals, aborts and liveness of one run of ``scenario`` (module docstring)."""
+
+    def __init__(self, scenario: Scenario, limit: int):
+        self.limit = limit
+        self.pending: list[Request] = list(scenario.requests)  # not admitted yet, scenario order
+        self.admitted: dict[str, Request] = {}
+        self.finished: dict[str, int] = {}  # request id -> the step it finished (or was aborted) in
+        self._stalled = 0
+
+    def arrivals(self, step: int) -> list[Request]:
+        """The requests to admit before ``step``, in scenario order; from now on they are admitted."""
+        due = [r for r in self.pending if r.arrival_step <= step
+               and (r.continues is None or self.finished.get(r.continues, step) < step)]
+        for r in due:
+            self.pending.remove(r)
+            self.admitted[r.id] = r
+        return due
+
+    def aborts(self, step: int) -> list[str]:
+        """The admitted, unfinished requests to abort before ``step``; they finish at ``step``."""
+        due = [rid for rid, r in self.admitted.items()
+               if rid not in self.finished and r.abort_step is not None and r.abort_step <= step]
+        for rid in due:
+            self.finished[rid] = step
+        return due
+
+    def finish(self, request_id: str, step: int) -> None:
+        """``request_id`` finished in ``step`` (the first report counts)."""
+        self.finished.setdefault(request_id, step)
+
+    @property
+    def running(self) -> int:
+        """Requests admitted and not finished."""
+        return sum(rid not in self.finished for rid in self.admitted)
+
+    @property
+    def unfinished(self) -> int:
+        """Requests not admitted yet, or admitted and not finished."""
+        return len(self.pending) + self.running
+
+    def liveness(self, step: int, scheduled: bool) -> Fault | None:
+        """The liveness fault that ends the run after ``step`` (which scheduled something or not), if any:
+        admitted requests waiting through ``STALL_STEPS`` empty steps, or requests left at the step limit."""
+        self._stalled = self._stalled + 1 if self.running and not scheduled else 0
+        if self._stalled >= STALL_STEPS:
+            return Fault(kind="liveness", detail=f"nothing scheduled for {STALL_STEPS} steps with requests waiting",
+                         step=step)
+        if self.unfinished and step + 1 >= self.limit:
+            return Fault(kind="liveness", detail=f"{self.unfinished} request(s) unfinished after {self.limit} steps",
+                         step=self.limit)
+        return None

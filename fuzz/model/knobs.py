@@ -1,0 +1,373 @@
+"""The engine knobs: one table, read by everything that handles a knob.
+
+Each knob of a scenario's ``engine`` is one field of :class:`EngineKnobs`, and its :class:`Knob` row
+(the field's metadata) declares in one place: its type, range and default (and whether a file leaves
+it out at its default), the rule that ties it to the knobs before it, how the generator draws it and
+in which phase, how a mutation changes it, how the minimiser simplifies it and how a smaller Mamba
+block rescales it, and which vLLM argument it becomes. Parsing (:func:`parse_engine`), generation and
+mutation (``fuzz.search``), shrinking (``fuzz.reduce``) and both tiers' engine arguments
+(:func:`engine_args`, :func:`scheduler_settings`) read the rows; none of them lists knobs of its own.
+Adding a knob is adding a field here, and its tests.
+
+Invariants:
+- rows are read in field order, and a row's rule, bounds, derived default and generator read only
+  the knobs above it (so parsing and generation are one pass);
+- every generator and mutator returns values its row's parser accepts (the generator's output is
+  validated again by ``Scenario.from_dict``);
+- a knob whose row says ``omit_at_default`` is left out of ``to_dict`` at its default, so files
+  written before it existed keep their bytes and ids.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from fuzz.errors import InputError
+from fuzz.model.draws import (
+    CHECKPOINT_ALIGNMENTS,
+    MAMBA_BLOCK_SIZES,
+    Choices,
+    fragmenting_budget,
+    tight_kv_blocks,
+)
+
+SPEC_METHODS = ("off", "eagle", "mtp")
+MAX_BUDGET = 1 << 20
+PHASES = ("engine", "family", "pool")  # generation: before the requests, after them, after the connector
+
+Values = Mapping[str, Any]  # knob name -> value, the knobs parsed or drawn so far
+Fail = Callable[[str, str], InputError]  # (knob, message) -> the caller's error naming its file and field
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a generator or mutator may read beyond the knobs: facts of the scenario's requests."""
+
+    required_kv_blocks: int = 0  # the blocks its largest request needs alone (0 before requests exist)
+
+
+@dataclass(frozen=True)
+class Shrink:
+    """How the minimiser simplifies a knob (``fuzz.reduce.stages``): ``reset`` gives the change that makes
+    it simplest (None: back to its default), unless ``fixed`` (another stage or knob moves it);
+    ``fallback`` a change tried when the reset does not reproduce; ``minimize`` a binary search toward
+    ``(low, grid)`` (grid "block": multiples of B tried first, "none": none)."""
+
+    reset: Callable[[EngineKnobs], dict[str, Any]] | None = None
+    fixed: bool = False
+    fallback: Callable[[EngineKnobs], dict[str, Any]] | None = None
+    minimize: tuple[int, str] | None = None
+
+
+@dataclass(frozen=True)
+class VllmArg:
+    """What a knob becomes in vLLM: ``args(knobs)`` keyword arguments of ``EngineArgs`` (the ``vllm serve``
+    flags of the same names) or of ``SchedulerConfig``, by ``where``: ``engine`` (the engine's
+    configuration, built once per distinct set), ``scheduler`` (set on the scheduler for each run),
+    ``pool`` (the KV pool's size). A knob with none is what the model's layers declare
+    (``block_size``, ``prefill_checkpoint_alignment``: the sim tier builds them into its KV-cache spec,
+    the engine tier runs the model's own) or is applied step by step (``step_budgets``)."""
+
+    where: str
+    args: Callable[[EngineKnobs], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One row of the table (see the module docstring)."""
+
+    doc: str
+    kind: str  # int | bool | choice | ints (a list of ints)
+    lo: int | Callable[[Values], int] = 0
+    hi: int | Callable[[Values], int] = 0
+    choices: tuple[str, ...] = ()
+    nullable: bool = False  # JSON null is a value of its own
+    derived_default: Callable[[Values], Any] | None = None  # a default that depends on the knobs above
+    rule: Callable[[Values], tuple[str, str] | None] | None = None  # (knob at fault, message) when broken
+    omit_at_default: bool = False
+    phase: str | None = None  # when the generator draws it (PHASES); None: never drawn
+    generate: Callable[[Choices, Values, Facts], Any] | None = None
+    mutate: Callable[[EngineKnobs, random.Random, Facts], dict[str, Any]] | None = None
+    shrink: Shrink = field(default_factory=Shrink)
+    rescale: str | None = None  # a smaller B: "budget" (optional), "tokens" (scaled), "cap" (at most B)
+    free_number: bool = True  # its size counts in "simpler" (``fuzz.reduce.simplicity``)
+    vllm: VllmArg | None = None
+
+
+def knob(default: Any, **row: Any) -> Any:
+    """A field of :class:`EngineKnobs` with its row."""
+    return field(default=default, metadata={"knob": Knob(**row)})
+
+
+def _block(v: Values) -> int:
+    return v["mamba_block_size"]
+
+
+def _speculative(e: EngineKnobs) -> dict[str, Any]:
+    # vLLM has no EAGLE draft architecture for the tiny Qwen3-Next model; its MTP head is configured
+    # instead. The scheduler treats both as the EAGLE family (use_eagle, use_eagle_block_drop).
+    if e.spec_decode == "off":
+        return {"speculative_config": None}
+    return {"speculative_config": {"method": "mtp", "num_speculative_tokens": e.num_speculative_tokens}}
+
+
+def _divides(v: Values) -> tuple[str, str] | None:
+    if v["mamba_block_size"] % v["hash_block_size"] or v["block_size"] % v["hash_block_size"]:
+        return ("hash_block_size", f"{v['hash_block_size']} must divide block_size {v['block_size']} and "
+                                   f"mamba_block_size {v['mamba_block_size']}")
+    return None
+
+
+def _spec_count(v: Values) -> tuple[str, str] | None:
+    if v["spec_decode"] != "off" and v["num_speculative_tokens"] == 0:
+        return ("num_speculative_tokens", f"spec_decode {v['spec_decode']!r} needs at least 1")
+    if v["spec_decode"] == "off" and v["num_speculative_tokens"]:
+        return ("num_speculative_tokens", "must be 0 when spec_decode is 'off'")
+    return None
+
+
+def _new_block_size(e: EngineKnobs, rng: random.Random, f: Facts) -> dict[str, Any]:
+    block = rng.choice(MAMBA_BLOCK_SIZES)
+    attention = rng.choice((16, block))
+    return {"mamba_block_size": block, "block_size": attention, "hash_block_size": rng.choice((16, attention))}
+
+
+def _new_spec(e: EngineKnobs, rng: random.Random, f: Facts) -> dict[str, Any]:
+    method = rng.choice(("off", "mtp", "eagle"))
+    return {"spec_decode": method, "num_speculative_tokens": 0 if method == "off" else rng.randint(1, 4)}
+
+
+def _toggle_shared(e: EngineKnobs, rng: random.Random, f: Facts) -> dict[str, Any]:
+    """Junction checkpoints on (with what vLLM needs for them: partial hits and a drafter) or off."""
+    if e.shared_prefix_checkpoint:
+        return {"shared_prefix_checkpoint": False}
+    spec = e.spec_decode if e.spec_decode != "off" else rng.choice(("mtp", "eagle"))
+    return {"shared_prefix_checkpoint": True, "hash_block_size": 16, "spec_decode": spec,
+            "num_speculative_tokens": e.num_speculative_tokens or rng.randint(1, 4)}
+
+
+@dataclass(frozen=True)
+class EngineKnobs:
+    """Engine configuration of one scenario (the ``engine`` key); each field is a row of the knob table.
+
+    ``mamba_block_size`` is B, the Mamba group's block (and the scheduler's ``cache_config.block_size``,
+    as in vLLM's engine); ``block_size`` is the full-attention group's block, which must divide B;
+    ``hash_block_size`` is vLLM's ``prefix_match_unit``. Partial hash hits are on exactly when
+    ``hash_block_size < mamba_block_size``, which is how vLLM decides it. ``step_budgets[i]``, when
+    present, replaces ``max_num_batched_tokens`` for scheduler step ``i`` (the way vLLM's own regression
+    test hand-picks budgets); steps past the list use ``max_num_batched_tokens``. ``num_kv_blocks`` None
+    means enough blocks that nothing is evicted; small values force preemption.
+
+    ``prefill_checkpoint_alignment`` picks the Mamba layer family: None is GDN (its ``MambaSpec``
+    declares no prefill checkpoint blocks); an integer k is a spec with ``num_prefill_checkpoint_blocks=1``
+    and that alignment, as Mamba2 (k = 1) and KDA layers declare it, so the backend may export the
+    prompt checkpoint inside the final chunk. ``shared_prefix_checkpoint`` is vLLM's
+    ``CacheConfig.enable_mamba_shared_prefix_checkpoint`` (it only takes effect with partial hash hits and
+    an EAGLE-family drafter, as vLLM decides).
+    """
+
+    mamba_block_size: int = knob(
+        1600, doc="B: the Mamba group's block; one state snapshot per B tokens", kind="int", lo=1, hi=16384,
+        phase="engine", generate=lambda c, v, f: c.choice(MAMBA_BLOCK_SIZES), mutate=_new_block_size,
+        shrink=Shrink(fixed=True),  # the rescale-block stage moves it, every token count with it
+        vllm=VllmArg("engine", lambda e: {"mamba_block_size": e.mamba_block_size, "block_size": e.mamba_block_size}))
+    block_size: int = knob(
+        16, doc="the full-attention group's block; divides B", kind="int", lo=1, hi=16384,
+        rule=lambda v: None if v["mamba_block_size"] % v["block_size"] == 0 else (
+            "mamba_block_size", f"{v['mamba_block_size']} is not a multiple of block_size {v['block_size']}"),
+        phase="engine", generate=lambda c, v, f: c.choice((16, 16, _block(v))))
+    hash_block_size: int = knob(
+        16, doc="vLLM's prefix_match_unit: below B, partial hash hits", kind="int", lo=1, hi=16384,
+        derived_default=lambda v: v["block_size"], rule=_divides,
+        phase="engine", generate=lambda c, v, f: c.choice((16, v["block_size"])),
+        mutate=lambda e, rng, f: {"hash_block_size": e.block_size if e.partial_hash_hits else 16},
+        shrink=Shrink(reset=lambda e: {"hash_block_size": e.block_size}),
+        vllm=VllmArg("engine", lambda e: {"prefix_match_unit": e.hash_block_size}))
+    spec_decode: str = knob(
+        "off", doc="speculative decoding: off, eagle or mtp (the EAGLE family)", kind="choice", choices=SPEC_METHODS,
+        phase="engine", generate=lambda c, v, f: c.choice(("off", "off", "mtp", "eagle")), mutate=_new_spec,
+        shrink=Shrink(reset=lambda e: {"spec_decode": "off", "num_speculative_tokens": 0},
+                      fallback=lambda e: {"spec_decode": "mtp"} if e.spec_decode == "eagle" else {}),
+        free_number=False, vllm=VllmArg("engine", _speculative))
+    num_speculative_tokens: int = knob(
+        0, doc="draft tokens per step (0 exactly when spec_decode is off)", kind="int", lo=0, hi=8,
+        derived_default=lambda v: 0 if v["spec_decode"] == "off" else 1, rule=_spec_count,
+        phase="engine", generate=lambda c, v, f: 0 if v["spec_decode"] == "off" else c.randint(1, 4),
+        shrink=Shrink(fixed=True, minimize=(1, "none")), free_number=False)
+    step_budgets: tuple[int, ...] = knob(
+        (), doc="hand-picked token budgets of the first steps", kind="ints", lo=1, hi=MAX_BUDGET,
+        phase="engine",
+        generate=lambda c, v, f: tuple(fragmenting_budget(c, _block(v)) for _ in range(c.randint(1, 4)))
+        if c.random() < 0.35 else (),
+        mutate=lambda e, rng, f: {"step_budgets": tuple(fragmenting_budget(rng, e.mamba_block_size)
+                                                        for _ in range(rng.randint(0, 4)))},
+        shrink=Shrink(minimize=(1, "block")), rescale="budget", free_number=False)
+    max_num_batched_tokens: int = knob(
+        2048, doc="the token budget of every step past step_budgets", kind="int", lo=1, hi=MAX_BUDGET,
+        phase="engine",
+        generate=lambda c, v, f: fragmenting_budget(c, _block(v)) + (1 + v["num_speculative_tokens"]) * 8,
+        mutate=lambda e, rng, f: {"max_num_batched_tokens": fragmenting_budget(rng, e.mamba_block_size)
+                                  + 8 * (1 + e.num_spec_tokens)},
+        shrink=Shrink(minimize=(1, "block")), rescale="budget",
+        vllm=VllmArg("scheduler", lambda e: {"max_num_batched_tokens": e.max_num_batched_tokens}))
+    long_prefill_token_threshold: int = knob(
+        0, doc="the most tokens of one prefill chunk when several requests are eligible (0: none)",
+        kind="int", lo=0, hi=MAX_BUDGET,
+        phase="engine", generate=lambda c, v, f: c.choice((0, 0, 0, c.randint(16, 2 * _block(v)))),
+        mutate=lambda e, rng, f: {"long_prefill_token_threshold":
+                                  rng.choice((0, rng.randint(16, 2 * e.mamba_block_size)))},
+        shrink=Shrink(minimize=(1, "block")), rescale="budget",
+        vllm=VllmArg("scheduler", lambda e: {"long_prefill_token_threshold": e.long_prefill_token_threshold}))
+    max_num_seqs: int = knob(
+        16, doc="the most requests running at once", kind="int", lo=1, hi=256,
+        phase="engine", generate=lambda c, v, f: c.choice((1, 2, 4, 8, 16)),
+        mutate=lambda e, rng, f: {"max_num_seqs": rng.choice((1, 2, 4, 16))},
+        shrink=Shrink(minimize=(1, "none")),
+        vllm=VllmArg("scheduler", lambda e: {"max_num_seqs": e.max_num_seqs}))
+    retention_interval: int | None = knob(
+        0, doc="prefix_cache_retention_interval: null dense, 0 semantic checkpoints only, k one per k tokens",
+        kind="int", lo=0, hi=MAX_BUDGET, nullable=True,
+        phase="engine", generate=lambda c, v, f: c.choice((None, None, 0, _block(v), 2 * _block(v))),
+        mutate=lambda e, rng, f: {"retention_interval": rng.choice((None, 0, e.mamba_block_size,
+                                                                    2 * e.mamba_block_size))},
+        shrink=Shrink(minimize=(1, "block")), rescale="tokens",
+        vllm=VllmArg("engine", lambda e: {"prefix_cache_retention_interval": e.retention_interval}))
+    prefill_checkpoint_alignment: int | None = knob(
+        None, doc="null: GDN; k: a Mamba2/KDA spec with an internal prefill checkpoint at that alignment",
+        kind="int", lo=1, hi=_block, nullable=True, omit_at_default=True,
+        phase="family", generate=lambda c, v, f: c.choice(CHECKPOINT_ALIGNMENTS) if c.random() < 0.3 else None,
+        mutate=lambda e, rng, f: {"prefill_checkpoint_alignment": None if e.prefill_checkpoint_alignment
+                                  and rng.random() < 0.4 else rng.choice(CHECKPOINT_ALIGNMENTS)},
+        shrink=Shrink(minimize=(1, "block")), rescale="cap")
+    shared_prefix_checkpoint: bool = knob(
+        False, doc="enable_mamba_shared_prefix_checkpoint: junction stops where a sibling diverges",
+        kind="bool", omit_at_default=True, phase="family",
+        generate=lambda c, v, f: v["hash_block_size"] < v["mamba_block_size"] and v["spec_decode"] != "off"
+        and c.random() < 0.5,
+        mutate=_toggle_shared,
+        vllm=VllmArg("engine", lambda e: {"enable_mamba_shared_prefix_checkpoint": e.shared_prefix_checkpoint}))
+    num_kv_blocks: int | None = knob(
+        None, doc="the KV pool's blocks (null: nothing is evicted; small: preemption)", kind="int", lo=4,
+        hi=MAX_BUDGET, nullable=True, phase="pool",
+        generate=lambda c, v, f: tight_kv_blocks(f.required_kv_blocks, c.random()) if c.random() < 0.15 else None,
+        mutate=lambda e, rng, f: {"num_kv_blocks": None if e.num_kv_blocks and rng.random() < 0.3
+                                  else tight_kv_blocks(f.required_kv_blocks, rng.random())},
+        shrink=Shrink(minimize=(4, "none")),
+        vllm=VllmArg("pool", lambda e: {"num_gpu_blocks_override": e.num_kv_blocks}))
+
+    @property
+    def partial_hash_hits(self) -> bool:
+        return self.hash_block_size < self.mamba_block_size
+
+    @property
+    def num_spec_tokens(self) -> int:
+        return 0 if self.spec_decode == "off" else self.num_speculative_tokens
+
+    def budget_at(self, step: int) -> int:
+        """The token budget of scheduler step ``step``: ``step_budgets[step]``, else ``max_num_batched_tokens``."""
+        return self.step_budgets[step] if step < len(self.step_budgets) else self.max_num_batched_tokens
+
+    def default_of(self, name: str) -> Any:
+        """Knob ``name``'s default given this configuration's other knobs (``hash_block_size``'s is
+        ``block_size``, as when parsed)."""
+        row = KNOBS[name]
+        return row.derived_default(vars(self)) if row.derived_default else DEFAULTS[name]
+
+    def at_default(self, name: str) -> bool:
+        return getattr(self, name) == self.default_of(name)
+
+
+KNOBS: dict[str, Knob] = {f.name: f.metadata["knob"] for f in fields(EngineKnobs)}
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(EngineKnobs)}
+
+
+# ---------------------------------------------------------------- parsing
+
+
+def _bound(bound: int | Callable[[Values], int], values: Values) -> int:
+    return bound(values) if callable(bound) else bound
+
+
+def _parse_value(name: str, row: Knob, data: Mapping[str, Any], values: Values, fail: Fail) -> Any:
+    default = row.derived_default(values) if row.derived_default else DEFAULTS[name]
+    value = data.get(name, default)
+    if value is None and row.nullable:
+        return None
+    lo, hi = _bound(row.lo, values), _bound(row.hi, values)
+    if row.kind == "bool":
+        if not isinstance(value, bool):
+            raise fail(name, f"expected true or false, got {value!r}")
+    elif row.kind == "choice":
+        if value not in row.choices:
+            raise fail(name, f"{value!r} is not one of {', '.join(row.choices)}")
+    elif row.kind == "ints":
+        if not isinstance(value, (list, tuple)) or any(
+                isinstance(x, bool) or not isinstance(x, int) or not lo <= x <= hi for x in value):
+            raise fail(name, f"expected a list of integers in [{lo}, {hi}]")
+        value = tuple(value)
+    else:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail(name, f"expected an integer, got {value!r}")
+        if not lo <= value <= hi:
+            raise fail(name, f"{value} is outside [{lo}, {hi}]")
+    return value
+
+
+def parse_engine(data: Mapping[str, Any], fail: Fail) -> EngineKnobs:
+    """The knobs of an ``engine`` object, each checked by its row in table order; an unknown key or a
+    broken rule is ``fail(knob, message)``."""
+    for key in data:
+        if key not in KNOBS:
+            raise fail(key, "unknown field")
+    values: dict[str, Any] = {}
+    for name, row in KNOBS.items():
+        values[name] = _parse_value(name, row, data, values, fail)
+        broken = row.rule(values) if row.rule else None
+        if broken:
+            raise fail(*broken)
+    return EngineKnobs(**values)
+
+
+def engine_to_dict(e: EngineKnobs) -> dict[str, Any]:
+    """The ``engine`` object of a file: every knob, less those left out at their default."""
+    return {name: list(value) if isinstance(value, tuple) else value
+            for name, value in vars(e).items()
+            if not (KNOBS[name].omit_at_default and value == DEFAULTS[name])}
+
+
+# ---------------------------------------------------------------- generation and mutation
+
+
+def draw_knobs(c: Choices, phase: str, values: Mapping[str, Any], facts: Facts = Facts()) -> dict[str, Any]:
+    """``values`` with the knobs of ``phase`` drawn by their rows, in table order (the others as they were,
+    or at their defaults)."""
+    drawn = {**DEFAULTS, **values}
+    for name, row in KNOBS.items():
+        if row.phase == phase and row.generate is not None:
+            drawn[name] = row.generate(c, drawn, facts)
+    return drawn
+
+
+def knob_mutations() -> dict[str, Callable[[EngineKnobs, random.Random, Facts], dict[str, Any]]]:
+    """``knob-<name>``: each row's mutation, as engine changes."""
+    return {f"knob-{name}": row.mutate for name, row in KNOBS.items() if row.mutate is not None}
+
+
+# ---------------------------------------------------------------- what vLLM is given
+
+
+def engine_args(e: EngineKnobs, where: tuple[str, ...] = ("engine",)) -> dict[str, Any]:
+    """The vLLM arguments the knobs become, of the kinds ``where`` names (``VllmArg``), in table order."""
+    args: dict[str, Any] = {}
+    for row in KNOBS.values():
+        if row.vllm is not None and row.vllm.where in where:
+            args.update(row.vllm.args(e))
+    return args
+
+
+def scheduler_settings(e: EngineKnobs) -> dict[str, Any]:
+    """The ``SchedulerConfig`` fields a run sets on its scheduler (per-step budgets aside: ``budget_at``)."""
+    return engine_args(e, ("scheduler",))

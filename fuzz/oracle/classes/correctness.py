@@ -1,0 +1,57 @@
+"""The correctness class: a slot that does not hold what its hash claims, a bad resume, outputs that
+differ from the truth, a contract, liveness, crash or hang fault.
+
+Judged by ``fuzz.oracle.judge`` on both sides, named by ``fuzz.oracle.signature`` after the first
+finding (its kind, the stop that was missed, the conditions, the side); it gives the ``diverged``
+status and exit 1, and is what every command fails on by default. "None found" means something only
+where a canary is caught in the same configuration. Its findings are re-run on the engine tier by a
+campaign's verifiers. A candidate run that is right on its own (``self_consistent``) cannot be the
+wrong side of a correctness verdict, so a fuzzer may skip the reference for it.
+"""
+
+from __future__ import annotations
+
+from fuzz.errors import ExitCode
+from fuzz.model.result import RunResult, VerdictStatus
+from fuzz.model.scenario import Scenario
+from fuzz.oracle.divergence import Divergence
+from fuzz.oracle.evidence import chunk_table
+from fuzz.oracle.judge import first_finding, judge_correctness, self_consistent
+from fuzz.oracle.signature import correctness_signature
+from fuzz.oracle.verdict import FindingClass, JudgeInput, Verdict
+
+
+class Correctness(FindingClass):
+    name = "correctness"
+    rank = 0
+    description = "wrong slots, outputs, faults"
+    status = VerdictStatus.DIVERGED
+    exit_code = ExitCode.DIVERGED
+    signature_prefix = ""
+    verdict_key = "findings"
+    needs_canary = True
+    locates = True
+    confirm_on_engine = True
+    exact_on_sim = False
+
+    def judge(self, runs: JudgeInput) -> list[Divergence]:
+        return judge_correctness(runs)
+
+    def headline(self, findings: list[Divergence]) -> Divergence | None:
+        return first_finding(findings)
+
+    def signature(self, verdict: Verdict, scenario: Scenario, candidate_run: RunResult) -> str:
+        return correctness_signature(verdict.of(self), scenario, candidate_run)
+
+    def report_section(self, verdict: Verdict, scenario: Scenario, candidate: RunResult,
+                       reference: RunResult | None, names: tuple[str, str]) -> tuple[str, str]:
+        head = self.headline(verdict.of(self))
+        assert head is not None
+        where = f"First divergent request: `{head.request_id}`, step {head.step}; the wrong side: {head.side}."
+        return where, f"## Chunks of `{head.request_id}` under `{names[0]}`\n{chunk_table(candidate, head.request_id)}\n"
+
+    def decided_by_candidate(self, candidate_run: RunResult) -> bool:
+        return self_consistent(candidate_run)
+
+
+FINDING_CLASS = Correctness()

@@ -1,0 +1,82 @@
+"""The efficiency class: what the candidate makes the user pay beyond the reference, every slot exact.
+
+Judged by ``fuzz.oracle.efficiency`` from the two runs' cost records (only where neither run has a
+fault: a faulty run's cost means nothing); gives the ``regressed`` status and exit 4, and fails a
+command only under ``--fail-on efficiency|any``. Named ``efficiency-<kind>-<spec family>``: only the
+speculative-decoding family names a cost (it changes what the split may cache, the EAGLE block drop);
+partial hits and connectors change where requests resume, which the cost already measures. A
+minimisation keeps at least ``KEEP_MAGNITUDE`` of the headline kind's relative magnitude, so a 20% loss
+of cache hits does not shrink into a 1-token loss of a long prompt. Its costs are exact counts on
+the sim tier, so campaign verifiers do not re-run it on the engine.
+"""
+
+from __future__ import annotations
+
+from fuzz.errors import ExitCode
+from fuzz.model.cost import run_cost
+from fuzz.model.result import RunResult, VerdictStatus
+from fuzz.model.scenario import Scenario
+from fuzz.oracle.divergence import Divergence
+from fuzz.oracle.efficiency import headline, judge_efficiency, magnitude
+from fuzz.oracle.evidence import cost_table, side_by_side
+from fuzz.oracle.signature import conditions
+from fuzz.oracle.verdict import MAX_SIGNATURE, FindingClass, JudgeInput, Keeps, Verdict, slug
+
+KEEP_MAGNITUDE = 0.5  # an efficiency finding minimises only while it keeps half its relative magnitude
+
+
+class Efficiency(FindingClass):
+    name = "efficiency"
+    rank = 1
+    description = "lost cache hits, extra forward passes, idle budget; exit 4"
+    status = VerdictStatus.REGRESSED
+    exit_code = ExitCode.REGRESSED
+    signature_prefix = "efficiency-"
+    verdict_key = "efficiency"
+    needs_canary = False
+    locates = False
+    confirm_on_engine = False
+    exact_on_sim = True
+
+    def judge(self, runs: JudgeInput) -> list[Divergence]:
+        if runs.candidate.faults or runs.reference.faults:
+            return []
+        return judge_efficiency(run_cost(runs.scenario, runs.candidate), run_cost(runs.scenario, runs.reference))
+
+    def headline(self, findings: list[Divergence]) -> Divergence | None:
+        return headline(findings)
+
+    def signature(self, verdict: Verdict, scenario: Scenario, candidate_run: RunResult) -> str:
+        head = self.headline(verdict.of(self))
+        if head is None:
+            return "clean"
+        return slug("-".join([self.signature_prefix + head.kind, conditions(scenario, head.kind)[0]]))[:MAX_SIGNATURE]
+
+    def keeps(self, found: Verdict) -> Keeps:
+        head = self.headline(found.of(self))
+        floor = 0.0 if head is None else KEEP_MAGNITUDE * magnitude(found.of(self), head.kind)[1]
+
+        def still_costly(verdict: Verdict) -> bool:
+            now = self.headline(verdict.of(self))
+            return now is not None and magnitude(verdict.of(self), now.kind)[1] >= floor
+
+        return still_costly
+
+    def costs(self, findings: list[Divergence]) -> list[str]:
+        return [f"{f.kind}: {f.details['amount']} {f.details['unit']}" for f in findings]
+
+    def report_section(self, verdict: Verdict, scenario: Scenario, candidate: RunResult,
+                       reference: RunResult | None, names: tuple[str, str]) -> tuple[str, str]:
+        assert reference is not None
+        requests = sorted({x.request_id for x in verdict.of(self) if x.request_id} or set(candidate.requests))
+        tables = "\n\n".join(f"### `{rid}`\n{side_by_side(candidate, reference, rid, names)}" for rid in requests)
+        body = f"""## What it costs
+{cost_table(scenario, candidate, reference, names)}
+
+## Chunks, `{names[0]}` beside `{names[1]}`
+{tables}
+"""
+        return "An efficiency regression: every slot is exact, the candidate costs the user more.", body
+
+
+FINDING_CLASS = Efficiency()

@@ -1,0 +1,57 @@
+"""The evidence tables a finding's report shows, in markdown: a request's chunks, two policies' chunks
+side by side, and what each side paid.
+
+Every table is a function of the runs (and the scenario) alone, so a report rendered twice from the
+same finding is the same text. Each finding class picks the tables its report section shows.
+"""
+
+from __future__ import annotations
+
+from fuzz.model.cost import run_cost
+from fuzz.model.result import RunResult
+from fuzz.model.scenario import Scenario
+
+
+def chunk_table(run: RunResult, request_id: str | None) -> str:
+    """Every chunk of ``request_id`` in ``run``: step, budget, tokens, drafts, the state column and
+    blocks it read and wrote, and how many tokens the state it started from had consumed."""
+    if request_id is None:
+        return "(no request)"
+    lines = ["| step | budget | tokens | drafts | column | read block | wrote | state in |",
+             "|---:|---:|---|---:|---:|---:|---|---:|"]
+    budgets = {s.step: s.budget for s in run.steps}
+    for step, c in run.chunk_table(request_id):
+        lines.append(f"| {step} | {budgets[step]} | [{c.start}, {c.start + c.num_tokens}) | {c.num_draft_tokens} | "
+                     f"{c.state_column} | {c.read_block if c.read_block is not None else '-'} | "
+                     f"{','.join(map(str, c.write_blocks))} | {c.initial_state_tokens} |")
+    return "\n".join(lines)
+
+
+def _chunk_cells(run: RunResult, request_id: str) -> list[str]:
+    return [f"{step}: [{c.start}, {c.start + c.num_tokens})" + (f" +{c.num_draft_tokens}d" if c.num_draft_tokens else "")
+            for step, c in run.chunk_table(request_id)]
+
+
+def side_by_side(candidate: RunResult, reference: RunResult, request_id: str, names: tuple[str, str]) -> str:
+    """The request's chunks under each policy, one row per chunk, as "step: [start, end)"."""
+    left, right = _chunk_cells(candidate, request_id), _chunk_cells(reference, request_id)
+    lines = [f"| # | {names[0]} | {names[1]} |", "|---:|---|---|"]
+    for i in range(max(len(left), len(right))):
+        lines.append(f"| {i} | {left[i] if i < len(left) else ''} | {right[i] if i < len(right) else ''} |")
+    return "\n".join(lines)
+
+
+def cost_table(scenario: Scenario, candidate: RunResult, reference: RunResult, names: tuple[str, str]) -> str:
+    """What each side paid: passes, idle budget, and per request the hit and its prefill chunks."""
+    c, r = run_cost(scenario, candidate), run_cost(scenario, reference)
+    lines = [f"| | `{names[0]}` | `{names[1]}` |", "|---|---:|---:|",
+             f"| forward passes | {c.forward_passes} | {r.forward_passes} |",
+             f"| budget left idle while prefill waited | {c.idle_budget} | {r.idle_budget} |",
+             f"| cache-hit tokens (all requests) | {c.hit_tokens} | {r.hit_tokens} |",
+             f"| prefill chunks (all requests) | {c.prefill_chunks} | {r.prefill_chunks} |"]
+    for rid in sorted(c.requests):
+        rc, rr = c.requests[rid], r.requests.get(rid)
+        if rr is not None:
+            lines.append(f"| `{rid}`: hit tokens / prefill chunks | {rc.hit_tokens} / {rc.prefill_chunks} | "
+                         f"{rr.hit_tokens} / {rr.prefill_chunks} |")
+    return "\n".join(lines)

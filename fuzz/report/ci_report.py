@@ -1,0 +1,75 @@
+"""What one ``gdnfuzz ci`` run found, as the data its reports render (JUnit, SARIF, the markdown summary).
+
+Invariant: a signature is *new* (fails the run) only if it is not in the baseline and the reference
+is right there (``both-side-*``, ``reference-side-*``: the base build has the bug, as ClusterFuzzLite's
+code-change mode skips crashes that reproduce on the base); every other finding is *known*, with the
+reason (:meth:`CiReport.known_because`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fuzz.model.policies import Policy
+from fuzz.oracle.verdict import reference_is_wrong
+
+
+@dataclass
+class Case:
+    """One corpus file replayed, or one signature found while fuzzing."""
+
+    name: str
+    phase: str  # "replay" or "fuzz"
+    signature: str  # "clean" when nothing counted
+    status: str  # the verdict status
+    summary: str
+    seconds: float
+    reproduce: list[str] = field(default_factory=list)  # the gdnfuzz replay command
+    new: bool = False
+    known: str | None = None  # why a finding does not fail the run (``CiReport.known_because``)
+
+
+@dataclass
+class CiReport:
+    candidate: Policy
+    reference: Policy
+    cases: list[Case]
+    baseline: set[str]
+    baseline_source: str
+    fuzz_seconds: float = 0.0
+    fuzz_execs: int = 0
+    worker_crashes: int = 0
+
+    @property
+    def signatures(self) -> dict[str, list[Case]]:
+        found: dict[str, list[Case]] = {}
+        for case in self.cases:
+            if case.signature != "clean":
+                found.setdefault(case.signature, []).append(case)
+        return found
+
+    def is_known(self, sig: str) -> bool:
+        """In the baseline, or wrong on the reference (the candidate did not bring it)."""
+        return self.known_because(sig) is not None
+
+    def known_because(self, sig: str) -> str | None:
+        if sig in self.baseline:
+            return f"in the baseline, {self.baseline_source}"
+        if reference_is_wrong(sig):
+            return f"{self.reference.spec} is wrong there too"
+        return None
+
+    @property
+    def new_signatures(self) -> list[str]:
+        return sorted(s for s in self.signatures if not self.is_known(s))
+
+    @property
+    def known_signatures(self) -> list[str]:
+        return sorted(s for s in self.signatures if self.is_known(s))
+
+
+def mark_new(report: CiReport) -> CiReport:
+    for case in report.cases:
+        case.known = None if case.signature == "clean" else report.known_because(case.signature)
+        case.new = case.signature != "clean" and case.known is None
+    return report

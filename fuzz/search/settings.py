@@ -1,0 +1,101 @@
+"""A fuzzing run's settings: one frozen, typed object, and the one way it reaches a process it starts.
+
+``gdnfuzz run``, ``gdnfuzz ci``, the campaign, a corpus merge and the benchmarks all build a
+:class:`RunSettings`; the harness workers and the reducer read theirs back with
+:meth:`RunSettings.from_env`. Invariants:
+
+- the settings travel to a child process as one environment variable (:data:`ENV`), written by
+  :meth:`RunSettings.child_env` and read by :meth:`RunSettings.from_env` only: no other code reads or
+  writes a ``GDNFUZZ_*`` setting of a run, so what a worker runs under cannot drift from what its
+  parent meant;
+- ``from_env(s.child_env()) == s`` for every settings object (a round trip is exact);
+- the committed corpus dirs (seeds, regressions) are derived from ``corpus``, never passed apart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from fuzz.oracle.verdict import FailOn, default_fail_on
+from fuzz.search.mutate import MAX_STEPS
+
+ENV = "GDNFUZZ_RUN"
+TARGETS = ("split", "kernels")  # the differential split target; the GDN kernels' own conformance
+COMMITTED_DIRS = ("seeds", "regressions")
+DEFAULT_MINIMIZE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What one fuzzing run judges, its limits, and its stores.
+
+    ``crashes`` is the crash store for the run and its reducer; a harness worker's copy points at its
+    own raw area (:meth:`for_worker`). ``deadline`` (seconds since the epoch) is set once the run starts.
+    """
+
+    candidate: str = "pre-51113"
+    reference: str = "vllm"
+    fail_on: FailOn = field(default_factory=default_fail_on)
+    target: str = "split"
+    # limits
+    max_time: float = 300.0  # seconds; 0: no limit
+    runs: int = 0  # inputs per worker; 0: no limit
+    seed: int = 1  # worker i uses libFuzzer -seed=seed+i
+    jobs: int = 1
+    max_steps: int = MAX_STEPS  # mutations whose requests take more scheduler steps are dropped
+    minimize_seconds: float = DEFAULT_MINIMIZE_SECONDS
+    libfuzzer: tuple[str, ...] = ()
+    deadline: float | None = None
+    # stores
+    corpus: Path = Path("corpus")
+    crashes: Path = Path("crashes")
+    write_regressions: bool = True  # minimized findings also go to corpus/regressions
+
+    @property
+    def queue(self) -> Path:
+        """Where libFuzzer adds inputs (the first corpus dir)."""
+        return self.corpus / "queue"
+
+    @property
+    def committed(self) -> tuple[Path, ...]:
+        """The committed corpus dirs that exist (an input from one of them is a replay, not a discovery)."""
+        return tuple(d for d in (self.corpus / name for name in COMMITTED_DIRS) if d.is_dir())
+
+    @property
+    def regressions(self) -> Path | None:
+        return self.corpus / "regressions" if self.write_regressions else None
+
+    def for_worker(self, raw: Path) -> RunSettings:
+        """A harness worker's settings: its raw bundles under ``raw`` (one writer: that worker)."""
+        return replace(self, crashes=raw)
+
+    def child_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment of a process that runs under these settings (``base``: default this process's)."""
+        data = {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        return {**(os.environ if base is None else base), ENV: json.dumps(data), "VLLM_LOGGING_LEVEL": "ERROR"}
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> RunSettings:
+        """The settings a parent wrote with :meth:`child_env` (defaults when there are none)."""
+        raw = (os.environ if environ is None else environ).get(ENV)
+        if not raw:
+            return cls()
+        data: dict[str, Any] = json.loads(raw)
+        data["fail_on"] = FailOn(data["fail_on"])
+        data["libfuzzer"] = tuple(data["libfuzzer"])
+        data["corpus"], data["crashes"] = Path(data["corpus"]), Path(data["crashes"])
+        return cls(**data)
+
+
+def _plain(value: Any) -> Any:
+    """A settings value as JSON takes it."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return str(value) if isinstance(value, FailOn) else value
