@@ -38,6 +38,7 @@ def _untouched(repo: Path, head: str) -> None:
     assert not list(repo.rglob("__pycache__"))
 
 
+@pytest.mark.slow
 def test_bisect_names_the_commit_that_broke_it_and_skips_the_unloadable_one(tmp_path, history, capsys):
     repo, sha = history
     bundle = _bundle(tmp_path)
@@ -57,6 +58,7 @@ def test_bisect_names_the_commit_that_broke_it_and_skips_the_unloadable_one(tmp_
     _untouched(repo, sha["J"])
 
 
+@pytest.mark.slow
 def test_bisect_fixed_names_the_commit_that_fixed_it(tmp_path, history, capsys):
     repo, sha = history
     bundle = _bundle(tmp_path)
@@ -74,6 +76,7 @@ def test_bisect_fixed_names_the_commit_that_fixed_it(tmp_path, history, capsys):
     _untouched(repo, sha["J"])
 
 
+@pytest.mark.slow
 def test_bisect_in_whole_branch_mode(tmp_path, history, capsys):
     """Each revision's whole scheduling code runs in a candidate process of its own (one per revision)."""
     repo, sha = history
@@ -86,6 +89,7 @@ def test_bisect_in_whole_branch_mode(tmp_path, history, capsys):
     _untouched(repo, sha["J"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ends, message", [
     (("B", "G"), "--good {B}: expected a revision where the finding does not reproduce, but the finding reproduces"),
     (("A", "J"), "--bad {J}: expected a revision where the finding reproduces, but the finding does not reproduce"),

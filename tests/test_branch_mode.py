@@ -27,6 +27,7 @@ def planted(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_branch_mode_finds_a_mamba_manager_bug_that_split_mode_cannot_see(planted):
     scenario, _ = load_scenario(PARTIAL)
     reference = resolve_policy("vllm")
@@ -39,6 +40,7 @@ def test_branch_mode_finds_a_mamba_manager_bug_that_split_mode_cannot_see(plante
     assert not list(planted.rglob("__pycache__"))  # nothing written into the checkout
 
 
+@pytest.mark.slow
 def test_an_unchanged_checkout_in_branch_mode_is_a_null_run(tmp_path):
     root = make_checkout(tmp_path / "same")
     scenario, _ = load_scenario(PARTIAL)
@@ -47,6 +49,7 @@ def test_an_unchanged_checkout_in_branch_mode_is_a_null_run(tmp_path):
     assert replayed.candidate.requests == replayed.reference.requests
 
 
+@pytest.mark.slow
 def test_a_branch_needing_what_the_installed_vllm_lacks_is_one_line_exit_2(tmp_path):
     root = make_checkout(tmp_path / "newer")
     edit(root, SCHEDULER, "from vllm.v1.request import Request, RequestStatus, StreamingUpdate\n",

@@ -72,6 +72,7 @@ def campaign_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "restarted": restarted, "root": root}
 
 
+@pytest.mark.slow
 def test_campaign_finds_minimizes_and_stores_the_seed_bug_once(campaign_run: dict[str, Any]) -> None:
     crashes: Path = campaign_run["config"].crashes
     bundles = sorted(p.parent for p in crashes.glob("*/verdict.json"))
@@ -90,6 +91,7 @@ def test_campaign_finds_minimizes_and_stores_the_seed_bug_once(campaign_run: dic
     assert {"fuzzer-0", "fuzzer-1", "crash-store"} <= actors
 
 
+@pytest.mark.slow
 def test_killed_fuzzer_is_restarted_and_nothing_is_lost(campaign_run: dict[str, Any]) -> None:
     assert campaign_run["restarted"]["fuzzers"]["fuzzer-0"]["pid"] != campaign_run["old_pid"]
     assert campaign_run["summary"].restarts["fuzzer-0"] >= 1
@@ -99,6 +101,7 @@ def test_killed_fuzzer_is_restarted_and_nothing_is_lost(campaign_run: dict[str, 
         assert after["findings"].get(bundle, 0) >= hits, bundle
 
 
+@pytest.mark.slow
 def test_corpus_merge_keeps_one_copy_of_each_needed_input_and_shares_it(tmp_path: Path) -> None:
     from fuzz.store.corpus_merge import content_name, merge_corpus
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from fuzz.model.policies import resolve_policy
 from fuzz.model.scenario import Scenario, load_scenario
 from fuzz.oracle.differential import replay
@@ -40,6 +42,7 @@ def _evidence(bundle: Path) -> dict:
     return json.loads((bundle / "verdict.json").read_text())["confirmation"]
 
 
+@pytest.mark.slow
 def test_mtp_finding_is_confirmed_on_the_engine(tmp_path):
     bundle = _bundle(tmp_path, load_scenario(CASE)[0], "pre-51113")
     assert confirm_bundle(bundle) == "confirmed"

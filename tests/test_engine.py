@@ -15,6 +15,8 @@ from fuzz.model.scenario import Scenario, load_scenario
 from workers.engine.executor import OUTPUT_TOLERANCE, EngineExecutor, canary_caught, output_divergence
 from workers.engine.session import CANARY_OFFSET, STATE_TOLERANCE, unsupported_reason
 
+pytestmark = pytest.mark.slow  # every test here runs vLLM's real engine
+
 # Request a fills a 1610-token prompt in chunks of 364 then the rest; b shares its first 1610
 # tokens, arrives after a finished, and resumes from the slot hashed as state@1600 with 15 tokens
 # left to prefill, so its outputs depend directly on that slot.

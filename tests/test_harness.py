@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, seed_case
 
 from fuzz.oracle.verdict import reference_is_wrong
@@ -21,6 +22,7 @@ def _env(tmp: Path, candidate: str) -> dict[str, str]:
     return RunSettings(candidate=candidate, corpus=tmp, crashes=tmp / "crashes", minimize_seconds=30).child_env()
 
 
+@pytest.mark.slow
 def test_coverage_of_vllm_grows(tmp_path):
     queue = tmp_path / "queue"
     queue.mkdir()
@@ -35,6 +37,7 @@ def test_coverage_of_vllm_grows(tmp_path):
     assert all(reference_is_wrong(sig) for sig in stored), stored
 
 
+@pytest.mark.slow
 def test_run_saves_a_minimized_bundle_and_regression(tmp_path):
     corpus = tmp_path / "corpus"
     (corpus / "seeds").mkdir(parents=True)

@@ -5,6 +5,8 @@ inside functions too, since a lazy import is still a dependency), then:
 - nothing in ``fuzz/`` below the CLI imports ``workers/``: the tier registry names executors by
   module path (``fuzz.tiers.REGISTRY``), and only a subcommand (``fuzz.cli.*``) may import a worker
   package directly (``gdnfuzz campaign`` starts the Ray driver);
+- the packages stand on floors and import only downward (:data:`FLOORS`): a package never imports one
+  on its own floor or above it;
 - the module graph has no cycle, lazy imports included.
 """
 
@@ -15,6 +17,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("fuzz", "workers")
+# From the ground up: each package imports only packages on lower floors.
+FLOORS = (
+    ("fuzz.errors", "fuzz"),
+    ("fuzz.model",),
+    ("fuzz.tiers",),
+    ("fuzz.oracle",),
+    ("fuzz.reduce", "fuzz.store"),
+    ("fuzz.report",),
+    ("fuzz.search",),
+    ("fuzz.triage",),
+    ("workers",),
+    ("fuzz.cli", "fuzz.pytest_plugin"),
+)
 
 
 def _module_name(path: Path) -> str:
@@ -59,6 +74,18 @@ def test_fuzz_reaches_workers_only_through_the_registry_and_the_cli():
                        if m.startswith("fuzz") and not m.startswith("fuzz.cli")
                        for d in deps if d.startswith("workers"))
     assert offenders == []
+
+
+def _package(module: str) -> str:
+    """The longest package of :data:`FLOORS` that holds ``module``."""
+    return max((p for floor in FLOORS for p in floor if module == p or module.startswith(p + ".")), key=len)
+
+
+def test_packages_import_only_downward():
+    floor = {p: i for i, packages in enumerate(FLOORS) for p in packages}
+    upward = sorted(f"{m} -> {d}" for m, deps in import_graph().items() for d in deps
+                    if _package(m) != _package(d) and floor[_package(d)] >= floor[_package(m)])
+    assert upward == []
 
 
 def test_no_module_imports_another_in_a_loop():

@@ -5,11 +5,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
 FILE = ROOT / "corpus" / "regressions" / "pr51113-concurrent-prefills.json"
 
 
+@pytest.mark.slow
 def test_corpus_items_fail_on_the_bug_pass_on_the_fix_and_stay_out_of_the_way(pytester):
     pytester.makepyfile(test_own="def test_own():\n    assert True\n")
     corpus = pytester.path / "corpus"

@@ -11,6 +11,7 @@ from fuzz.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flag", ["-fork=2", "-jobs=4", "-workers=2", "-minimize_crash=1"])
 def test_flags_that_rerun_the_target_are_refused(tmp_path, capsys, flag):
     assert main(["run", "--corpus", str(tmp_path), "--crashes", str(tmp_path / "c"), "--", flag]) == 2
