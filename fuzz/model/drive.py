@@ -8,8 +8,9 @@ request is added, aborted and stepped is theirs. Invariants:
 - a request is admitted before the first step ``s`` with ``s >= arrival_step`` at which, for a
   follow-up (``continues``), its parent finished at a step before ``s``; requests due together are
   admitted in scenario order;
-- an admitted, unfinished request is aborted before the first step ``s >= abort_step`` (so a follow-up
-  admitted after its abort step is aborted as it arrives), and counts as finished at ``s``;
+- a request admitted and unfinished at its ``abort_step`` is aborted before that step and counts as
+  finished at it; one that arrives only after its abort step (a follow-up whose parent finished
+  later) is never aborted: there was nothing to abort when the client would have;
 - :data:`STALL_STEPS` consecutive steps that schedule nothing while requests wait end the run with a
   ``liveness`` fault, as does reaching the step limit with requests unfinished.
 """
@@ -42,9 +43,8 @@ class Drive:
         return due
 
     def aborts(self, step: int) -> list[str]:
-        """The admitted, unfinished requests to abort before ``step``; they finish at ``step``."""
-        due = [rid for rid, r in self.admitted.items()
-               if rid not in self.finished and r.abort_step is not None and r.abort_step <= step]
+        """The admitted, unfinished requests whose abort step is ``step``; they finish at ``step``."""
+        due = [rid for rid, r in self.admitted.items() if r.abort_step == step and rid not in self.finished]
         for rid in due:
             self.finished[rid] = step
         return due
