@@ -162,6 +162,22 @@ class SlotTable:
         self.write(dst, *self.read(src))
 
 
+def unsupported_reason(scenario: Scenario) -> str | None:
+    """Why this tier cannot judge ``scenario`` (what it does not model), or None when it can.
+
+    The tier replays the GDN layer's kernels on the schedule's chunks and copies: it loads no KV
+    connector's state (a request resumed from external tokens would read an empty slot, and look
+    wrong), and it writes no internal prefill checkpoint (the Mamba2/KDA export): guessing there
+    would blame vLLM for what this tier leaves out."""
+    if any(r.external_tokens for r in scenario.requests):
+        return ("external_tokens: the kernel tier loads no KV connector's state, so a request resumed from "
+                "external tokens would read a slot nothing wrote")
+    if scenario.engine.prefill_checkpoint_alignment is not None:
+        return ("prefill_checkpoint_alignment: the kernel tier runs GDN's kernels, which export no internal "
+                "prefill checkpoint (Mamba2's export kernel is not modeled here)")
+    return None
+
+
 class KernelExecutor(BaseExecutor):
     """``run(scenario, policy) -> RunResult`` on real GDN kernels, from the sim tier's schedule.
 
@@ -236,6 +252,10 @@ class KernelExecutor(BaseExecutor):
         sim = entry.result
         if sim.status != RunStatus.OK:
             report.unsupported = f"sim tier status {sim.status!r}: {'; '.join(sim.notes)}"
+            return report
+        reason = unsupported_reason(entry.scenario)
+        if reason is not None:
+            report.unsupported = f"unsupported on the kernel tier: {reason}"
             return report
         slots = SlotTable(self.shape, self.device)
         outputs: dict[str, list[tuple[list[int], torch.Tensor]]] = {}
