@@ -42,7 +42,8 @@ def side_by_side(candidate: RunResult, reference: RunResult, request_id: str, na
 
 
 def cost_table(scenario: Scenario, candidate: RunResult, reference: RunResult, names: tuple[str, str]) -> str:
-    """What each side paid: passes, idle budget, and per request the hit and its prefill chunks."""
+    """What each side paid: passes, idle budget (evidence, not a cost of its own), and per request the hit,
+    its prefill chunks and its steps to first token."""
     c, r = run_cost(scenario, candidate), run_cost(scenario, reference)
     lines = [f"| | `{names[0]}` | `{names[1]}` |", "|---|---:|---:|",
              f"| forward passes | {c.forward_passes} | {r.forward_passes} |",
@@ -52,6 +53,11 @@ def cost_table(scenario: Scenario, candidate: RunResult, reference: RunResult, n
     for rid in sorted(c.requests):
         rc, rr = c.requests[rid], r.requests.get(rid)
         if rr is not None:
-            lines.append(f"| `{rid}`: hit tokens / prefill chunks | {rc.hit_tokens} / {rc.prefill_chunks} | "
-                         f"{rr.hit_tokens} / {rr.prefill_chunks} |")
+            lines.append(f"| `{rid}`: hit tokens / prefill chunks / steps to first token | {rc.hit_tokens} / "
+                         f"{rc.prefill_chunks} / {_steps(rc.steps_to_first_token)} | {rr.hit_tokens} / "
+                         f"{rr.prefill_chunks} / {_steps(rr.steps_to_first_token)} |")
     return "\n".join(lines)
+
+
+def _steps(steps: int | None) -> str:
+    return "-" if steps is None else str(steps)

@@ -1,7 +1,8 @@
 """The efficiency class: what the candidate makes the user pay beyond the reference, every slot exact.
 
 Judged by ``fuzz.oracle.efficiency`` from the two runs' cost records (only where neither run has a
-fault: a faulty run's cost means nothing); gives the ``regressed`` status and exit 4, and fails a
+fault: a faulty run's cost means nothing; only where the candidate pays more of one cost and less of
+none: a cheaper candidate, or one that trades one cost for another, is never a finding); gives the ``regressed`` status and exit 4, and fails a
 command only under ``--fail-on efficiency|any``. Named ``efficiency-<kind>-<spec family>``: only the
 speculative-decoding family names a cost (it changes what the split may cache, the EAGLE block drop);
 partial hits and connectors change where requests resume, which the cost already measures. A
@@ -28,7 +29,7 @@ KEEP_MAGNITUDE = 0.5  # an efficiency finding minimises only while it keeps half
 class Efficiency(FindingClass):
     name = "efficiency"
     rank = 1
-    description = "lost cache hits, extra forward passes, idle budget; exit 4"
+    description = "more recomputed tokens, forward passes or steps to first token, and less of none; exit 4"
     status = VerdictStatus.REGRESSED
     exit_code = ExitCode.REGRESSED
     signature_prefix = "efficiency-"
