@@ -86,16 +86,16 @@ class ScenarioItem(pytest.Item):
         from fuzz.model.scenario import load_scenario
         from fuzz.oracle.differential import replay
         from fuzz.oracle.finding import replay_argv
-        from fuzz.oracle.verdict import FailOn, finding_signature, reference_is_wrong
+        from fuzz.oracle.verdict import FailOn, finding_signature, outcome
 
         reference_spec = self.config.getoption("gdnfuzz_reference")
         fail_on = FailOn(self.config.getoption("gdnfuzz_fail_on"))
         scenario, _ = load_scenario(self.scenario)
         replayed = replay(scenario, resolve_policy(self.candidate), resolve_policy(reference_spec), "sim")
         sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
-        if reference_is_wrong(sig):  # not the candidate's: a bug of the reference, recorded as such
+        if outcome(sig) == "known":  # not the candidate's: a bug of the reference, reported, never failing
             pytest.xfail(f"{reference_spec} is wrong there too ({sig}): {replayed.verdict.summary}")
-        if sig != "clean":
+        if outcome(sig) == "new":
             command = shlex.join(replay_argv(str(self.scenario), self.candidate, reference_spec, "sim", fail_on))
             raise ScenarioFailed(f"{self.scenario}: verdict {replayed.verdict.status} ({sig}): "
                                  f"{replayed.verdict.summary}\n  reproduce: {command}")

@@ -16,6 +16,10 @@ invariants, which the oracle and every caller rely on:
 - ``canary_detected(scenario)`` says whether this tier catches a deliberately corrupted slot in the
   scenario's configuration: ``True`` / ``False`` on tiers with real numerics, ``None`` where states
   are exact (the sim tier compares token sequences, so a wrong slot cannot look right).
+- ``run(scenario, policy, reference)``: given a reference, a tier that can (the sim) asks it too at
+  every split call of the run, and records the first decision where the two answer differently on
+  the same scheduler state in ``RunResult.disagreement`` (a finding's root cause); the run is still
+  exactly the policy's. Other tiers leave it None.
 
 Nothing in ``fuzz/`` below the command line imports ``workers/``: executors are named in :data:`REGISTRY`
 by module path and imported on first use, and every command takes its ``--tier`` choices from it.
@@ -30,7 +34,13 @@ from typing import Any, Protocol
 
 from fuzz.errors import InputError
 from fuzz.model.policies import Policy
-from fuzz.model.result import PoisonVerdict, RequestOutcome, RunResult, RunStatus, exact_outputs_differ
+from fuzz.model.result import (
+    PoisonVerdict,
+    RequestOutcome,
+    RunResult,
+    RunStatus,
+    exact_outputs_differ,
+)
 from fuzz.model.scenario import Scenario
 
 
@@ -64,7 +74,7 @@ class Executor(Protocol):
 
     tier: str
 
-    def run(self, scenario: Scenario, policy: Policy) -> RunResult: ...
+    def run(self, scenario: Scenario, policy: Policy, reference: Policy | None = None) -> RunResult: ...
 
     def truth(self, scenario: Scenario) -> RunResult: ...
 
@@ -84,7 +94,7 @@ class BaseExecutor:
 
     tier = "base"
 
-    def run(self, scenario: Scenario, policy: Policy) -> RunResult:
+    def run(self, scenario: Scenario, policy: Policy, reference: Policy | None = None) -> RunResult:
         raise NotImplementedError
 
     def truth(self, scenario: Scenario) -> RunResult:

@@ -117,7 +117,7 @@ def test_minimizing_keeps_the_signature_and_half_the_magnitude(tmp_path):
     scenario = _two_block_prompt()
     found = replay(scenario, candidate, VLLM)
     sig = finding_signature(found.verdict, scenario, found.candidate, FailOn("efficiency"))
-    assert sig == "efficiency-extra-forward-passes-no-spec"
+    assert sig == "efficiency-split-at-sub-block-stops-short"  # it stops 8 tokens inside a block
     reproduces = reproduction_predicate(sig, found, candidate, VLLM, FailOn("efficiency"))
     report = minimize(scenario, reproduces, max_seconds=60)
     final = replay(report.minimized, candidate, VLLM)
@@ -130,6 +130,7 @@ def test_minimizing_keeps_the_signature_and_half_the_magnitude(tmp_path):
                       stages=report.stage_dicts(), reference_run=final.reference, fail_on=FailOn("efficiency"))
     bundle = load_bundle(store_finding(finding, tmp_path, None))
     assert bundle.verdict["class"] == "efficiency" and bundle.verdict["kind"] == "extra-forward-passes"
+    assert bundle.verdict["symptom"] == "efficiency-extra-forward-passes-no-spec"
     assert bundle.annotations["expect"] == {candidate.spec: "regressed", "vllm": "clean"}
     assert "## What it costs" in bundle.report and f"`{candidate.spec}` beside `vllm`" in bundle.report
     assert "--fail-on efficiency" in bundle.report

@@ -12,7 +12,7 @@ import fuzz.oracle.classes
 from fuzz.errors import ExitCode
 from fuzz.model.policies import resolve_policy
 from fuzz.model.scenario import load_scenario
-from fuzz.oracle.differential import exit_code, replay
+from fuzz.oracle.differential import replay
 from fuzz.oracle.verdict import (
     ANY,
     FailOn,
@@ -72,6 +72,7 @@ def test_the_registered_classes_are_ordered_and_tell_their_signatures_apart():
     assert exit_code_for(["efficiency-lost-cache-hit-no-spec"]) == ExitCode.REGRESSED
     assert exit_code_for(["efficiency-lost-cache-hit-no-spec", "liveness-no-spec"]) == ExitCode.DIVERGED
     assert exit_code_for([], worker_crashed=True) == ExitCode.DIVERGED
+    assert exit_code_for(["both-side-liveness-no-spec", "reference-side-efficiency-lost-cache-hit"]) == ExitCode.CLEAN
     with pytest.raises(ValueError):
         FailOn("everything")
 
@@ -98,4 +99,5 @@ def test_a_new_module_is_a_new_class_everywhere(toy_class):
     expected_sig = "toy-slower-start" if verdict.of("toy-slower-start") else "clean"
     assert finding_signature(verdict, scenario, replayed.candidate, counted) == expected_sig
     assert class_of_signature("toy-slower-start").name == "toy-slower-start"
-    assert exit_code([verdict], FailOn(ANY)) == ExitCode.DIVERGED  # correctness still names the verdict
+    sig = finding_signature(verdict, scenario, replayed.candidate, FailOn(ANY))
+    assert exit_code_for([sig]) == ExitCode.DIVERGED  # correctness still names the verdict

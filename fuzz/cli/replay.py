@@ -1,15 +1,18 @@
 """``gdnfuzz replay FILE...``: one row per scenario, and the exit code of the whole call.
 
-Rows: file, verdict, kind (the first finding's summary), requests resumed,
-poisoned slots, and whether the file's expectation for this candidate held.
-With ``--tier both`` each scenario runs on sim and engine and the row says
-``agree`` or ``DISAGREE`` on the poison verdict.
+Rows: file, tier, verdict, whose finding it is (``outcome``: ``new`` for the candidate's own, ``known``
+where the reference is wrong too), its signature, requests resumed, poisoned slots, whether the file's
+expectation for this candidate held, and the kind (the headline finding's summary). With ``--tier
+both`` each scenario runs on sim and engine and the row says ``agree`` or ``DISAGREE`` on the poison
+verdict. The exit code counts only the candidate's own findings of the classes ``--fail-on`` counts
+(``fuzz.oracle.verdict.outcome``: the policy ``ci`` and the pytest plugin apply too).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 from typing import Any
 
 from fuzz.cli.options import add_deadline_arg, add_fail_on_arg, add_policy_args, apply_deadline, policies_of
@@ -17,22 +20,35 @@ from fuzz.errors import ExitCode, InputError
 from fuzz.model.policies import Policy
 from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import Scenario, load_scenario
-from fuzz.oracle.differential import check_expectation, exit_code, replay
-from fuzz.oracle.verdict import ANY, FailOn, Verdict, default_fail_on, finding_classes, finding_signature
+from fuzz.oracle.differential import check_expectation, replay
+from fuzz.oracle.verdict import (
+    ANY,
+    FailOn,
+    default_fail_on,
+    exit_code_for,
+    finding_classes,
+    finding_signature,
+    outcome,
+)
 from fuzz.tiers import BOTH, TIERS, tier_help, tiers_of
 
 
-def _row(name: str, tier: str, scenario: Scenario, replayed: Any, expectation: bool | None) -> dict[str, Any]:
+def _row(name: str, tier: str, scenario: Scenario, replayed: Any, expectation: bool | None,
+         fail_on: FailOn) -> dict[str, Any]:
     """One scenario's row; ``signature`` names its finding (the lowest-ranked class first), whatever
-    ``--fail-on`` counts."""
+    ``--fail-on`` counts; ``counted`` is the signature of what it counts."""
     v = replayed.verdict
     first = v.located
+    signature = finding_signature(v, scenario, replayed.candidate, FailOn(ANY))
     return {
         "file": name,
         "tier": tier,
         "verdict": v.status,
         "kind": v.summary,
-        "signature": finding_signature(v, scenario, replayed.candidate, FailOn(ANY)),
+        "signature": signature,
+        "outcome": outcome(signature),
+        "counted": finding_signature(v, scenario, replayed.candidate, fail_on),
+        "root_cause": asdict(v.root_cause) if v.root_cause else None,
         "side": first.side if first else None,
         "first_request": first.request_id if first else None,
         "first_step": first.step if first else None,
@@ -45,8 +61,9 @@ def _row(name: str, tier: str, scenario: Scenario, replayed: Any, expectation: b
 
 
 def _print_table(rows: list[dict[str, Any]]) -> None:
-    headers = ("file", "tier", "verdict", "resumed", "poisoned", "expect", "kind")
-    table = [(r["file"], r["tier"], r["verdict"], str(r["resumed"]), str(r["poisoned"]), r["expectation"],
+    headers = ("file", "tier", "verdict", "outcome", "signature", "resumed", "poisoned", "expect", "kind")
+    table = [(r["file"], r["tier"], r["verdict"], r.get("outcome", "-"), r.get("signature", "-"), str(r["resumed"]),
+              str(r["poisoned"]), r["expectation"],
               r["kind"] + (f"  [{r['agreement']}]" if "agreement" in r else "")
               + (f"  (costs: {'; '.join(r['efficiency'])})" if r.get("efficiency") and r["verdict"] != "regressed"
                  else "")) for r in rows]
@@ -70,8 +87,8 @@ def replay_files(loaded: list[Loaded], candidate: Policy, reference: Policy,
     """Replay every file and print its rows; a file that failed to load (``(name, error)``) or to run
     gets an error row, the others keep theirs, and the call then fails with exit 2."""
     tiers = tiers_of(tier)
+    counted = fail_on or default_fail_on()
     rows: list[dict[str, Any]] = []
-    verdicts: list[Verdict] = []
     errors: list[InputError] = []
     disagree = False
     for entry in loaded:
@@ -84,8 +101,7 @@ def replay_files(loaded: list[Loaded], candidate: Policy, reference: Policy,
             for t in tiers:
                 replayed = replay(scenario, candidate, reference, t)
                 expectation = check_expectation(notes, candidate, replayed.verdict) if t == "sim" else None
-                per_tier.append(_row(name, t, scenario, replayed, expectation))
-                verdicts.append(replayed.verdict)
+                per_tier.append(_row(name, t, scenario, replayed, expectation, counted))
         except InputError as exc:  # a config vLLM rejects, as a malformed file: this file's row says so
             errors.append(exc)
             per_tier = [_error_row(name, tier, exc)]
@@ -106,7 +122,7 @@ def replay_files(loaded: list[Loaded], candidate: Policy, reference: Policy,
         raise InputError(f"{len(errors)} of {len(loaded)} files could not be replayed (first: {errors[0]})")
     if disagree:
         return ExitCode.TIERS_DISAGREE
-    return exit_code(verdicts, fail_on or default_fail_on())
+    return exit_code_for(r.get("counted", "clean") for r in rows)
 
 
 def _load(name: str) -> Loaded:

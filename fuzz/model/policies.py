@@ -125,6 +125,27 @@ BUILTINS: dict[str, tuple[SplitFn, str]] = {
 }
 
 
+def following(candidate: Policy, reference: Policy, times: int) -> Policy:
+    """``candidate``, except at its first ``times`` calls that answer differently from ``reference``, where
+    it answers as ``reference`` does (the oracle's root-cause search: which disagreement causes a
+    finding). Each call of this function gives a fresh counter: build one per run."""
+    overridden = 0
+
+    def split(self: Any, request: Any, num_new_tokens: int, num_new_local_computed_tokens: int = 0,
+              num_external_computed_tokens: int = 0) -> int:
+        nonlocal overridden
+        args = (num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens)
+        answer = candidate.split(self, request, *args)
+        if overridden < times:
+            expected = reference.split(self, request, *args)
+            if expected != answer:
+                overridden += 1
+                return expected
+        return answer
+
+    return Policy(candidate.name, candidate.spec, split, candidate.description)
+
+
 # ---------------------------------------------------------------- installation
 
 ContractViolation = Callable[[Any, str], None]  # (vLLM request, one-line detail)

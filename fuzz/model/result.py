@@ -110,6 +110,37 @@ class PoisonedSlot:
 
 
 @dataclass
+class SplitDisagreement:
+    """The first split decision where a candidate and a reference answer differently on the same scheduler
+    state: the root cause a finding is named after (``fuzz.oracle.signature.root_cause_name``).
+
+    ``candidate`` and ``reference`` are the tokens each would schedule of ``offered`` from ``start``.
+    ``departure``: how the candidate departs (``ran-past`` the reference's stop, ``stopped-short`` of where
+    the reference went, ``deferred`` where the reference scheduled, ``no-defer`` where the reference
+    deferred). ``decider``: the position that decides, classed (the reference's stop the candidate ran past,
+    or the candidate's own early stop) by the rule of vLLM's split that stops there: ``junction`` (a
+    shared-prefix junction), ``prompt-checkpoint`` (the partial-hit tail), ``lcp`` (last_cache_position),
+    ``next-boundary`` (the boundary after a mid-block start), ``aligned-end`` (the end rounded down to a
+    block), ``prefill-end``, ``budget`` (all that was offered), ``sub-block`` (none of them), ``defer``. ``region``: where that position lies: ``past-lcp`` (beyond
+    ``last_cache_position``, the region vLLM PR #51113 fixed), ``replay`` (beyond the prompt: a resumed
+    request replaying its outputs), or ``""``. ``conditions``: the inputs the disagreement depends on,
+    found by neutralizing each in turn (``eagle-drop``, ``partial-hits``, ``checkpoint-spec``, ``junction``,
+    ``external-start``, ``preempted``): with that input neutralized the two splits agree.
+    """
+
+    step: int
+    request_id: str
+    start: int
+    offered: int
+    candidate: int
+    reference: int
+    departure: str
+    decider: str
+    region: str = ""
+    conditions: tuple[str, ...] = ()
+
+
+@dataclass
 class Fault:
     """Something that is a finding on its own, whatever the other side did."""
 
@@ -131,6 +162,7 @@ class RunResult:
     faults: list[Fault] = field(default_factory=list)
     hashed_mamba_blocks: int = 0
     notes: list[str] = field(default_factory=list)
+    disagreement: SplitDisagreement | None = None  # vs the reference the run was given (``fuzz.tiers``)
 
     def fingerprint(self) -> str:
         """Digest of everything a request observed: equal runs give equal fingerprints."""
@@ -154,6 +186,9 @@ class RunResult:
         ]
         data["poisoned"] = [PoisonedSlot(**p) for p in data["poisoned"]]
         data["faults"] = [Fault(**f) for f in data["faults"]]
+        if data.get("disagreement") is not None:
+            data["disagreement"] = SplitDisagreement(**{**data["disagreement"],
+                                                        "conditions": tuple(data["disagreement"]["conditions"])})
         return cls(**data)
 
     def chunk_table(self, request_id: str) -> list[tuple[int, Chunk]]:

@@ -16,12 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fuzz.errors import ExitCode
-from fuzz.model.policies import Policy
-from fuzz.model.result import RunResult, RunStatus, VerdictStatus, exact_outputs_differ
+from fuzz.model.policies import Policy, following
+from fuzz.model.result import RunResult, RunStatus, SplitDisagreement, VerdictStatus, exact_outputs_differ
 from fuzz.model.scenario import Scenario
-from fuzz.oracle.verdict import FailOn, JudgeInput, OutputsDiffer, Verdict, finding_classes
-from fuzz.tiers import executor_for
+from fuzz.oracle.verdict import JudgeInput, OutputsDiffer, Verdict, finding_classes
+from fuzz.tiers import Executor, executor_for
 
 
 @dataclass
@@ -33,18 +32,60 @@ class Replayed:
 
 
 def replay(scenario: Scenario, candidate: Policy, reference: Policy, tier: str = "sim",
-           candidate_run: RunResult | None = None) -> Replayed:
-    """Candidate, reference and truth on one tier, judged by every finding class.
+           candidate_run: RunResult | None = None, causes: bool = True) -> Replayed:
+    """Candidate, reference and truth on one tier, judged by every finding class; where the candidate
+    has a finding of its own, the first split decision where the two policies disagree in the candidate's
+    run (its root cause, ``Verdict.root_cause``, from a tier that records it), which names the finding.
 
-    ``candidate_run``: the candidate's run of this scenario on this tier when the caller already has
-    it (the fuzzer's fast path), so no input runs twice.
+    ``candidate_run``: the candidate's run of this scenario on this tier, made with ``reference``, when
+    the caller already has it (the fuzzer's fast path), so no input runs twice. ``causes=False`` skips
+    the root-cause search (its extra runs) where only whether something is found matters.
     """
     executor = executor_for(tier)
-    cand = candidate_run if candidate_run is not None else executor.run(scenario, candidate)
+    cand = candidate_run if candidate_run is not None else executor.run(scenario, candidate, reference)
     ref = executor.run(scenario, reference)  # even when equal: a null run must catch nondeterminism
     truth = executor.truth(scenario)
     verdict = judge(scenario, cand, ref, truth, executor.outputs_differ, lambda: executor.canary_detected(scenario))
+    if causes and _candidates_own(verdict):
+        verdict.root_cause = root_cause(scenario, candidate, reference, executor, cand, ref, truth)
     return Replayed(verdict, cand, ref, truth)
+
+
+def _candidates_own(verdict: Verdict) -> bool:
+    return any(f.side in ("candidate", "unknown") for f in verdict.findings())
+
+
+def root_cause(scenario: Scenario, candidate: Policy, reference: Policy, executor: Executor, cand: RunResult,
+               ref: RunResult, truth: RunResult | None) -> SplitDisagreement | None:
+    """The split decision that causes the candidate's finding: the disagreement with the reference whose
+    correction removes it.
+
+    The candidate's run records its first disagreement; a policy that follows the reference at its first
+    m disagreements (``fuzz.model.policies.following``) records its (m+1)-th. The finding is caused by the
+    j-th disagreement, j the smallest m for which following the reference at the first m leaves no
+    finding of the candidate's own: found by doubling m, then bisecting (a few runs, the first
+    disagreement's one run for a one-line change). None where the tier records no disagreement, or
+    where following the reference everywhere still leaves the finding (the split is not its cause).
+    """
+    if cand.disagreement is None:
+        return None
+    disagreements = {0: cand.disagreement}
+
+    def fixed(m: int) -> bool:
+        """Does following the reference at the first m disagreements remove the finding? Records the run's next."""
+        run = executor.run(scenario, following(candidate, reference, m), reference)
+        disagreements[m] = run.disagreement
+        return not _candidates_own(judge(scenario, run, ref, truth, executor.outputs_differ))
+
+    low, high = 0, 1  # the finding stands after following `low` disagreements; is it gone after `high`?
+    while not fixed(high):
+        if disagreements[high] is None:
+            return None  # following the reference everywhere leaves the finding
+        low, high = high, 2 * high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if fixed(middle) else (middle, high)
+    return disagreements[low]
 
 
 def judge(scenario: Scenario, candidate: RunResult, reference: RunResult, truth: RunResult | None = None,
@@ -76,15 +117,6 @@ def judge(scenario: Scenario, candidate: RunResult, reference: RunResult, truth:
                                  f"the {named.name} findings stand on their own")
         verdict.status = named.status
     return verdict
-
-
-def exit_code(verdicts: list[Verdict], fail_on: FailOn) -> ExitCode:
-    """What a command that judged ``verdicts`` exits with: the exit code of the lowest-ranked class
-    ``fail_on`` counts that any verdict has findings of, else 0."""
-    for cls in fail_on.classes:
-        if any(v.of(cls) for v in verdicts):
-            return cls.exit_code
-    return ExitCode.CLEAN
 
 
 def check_expectation(annotations: dict[str, Any], candidate: Policy, verdict: Verdict) -> bool | None:

@@ -16,8 +16,11 @@ place of the stop: then plain ``unaligned-end`` and the ``internal-checkpoint`` 
 is ``foreign-state``; one longer than the claim is ``overrun``; the zero state is ``unwritten``
 (a block allocated and hashed, e.g. for an internal prefill checkpoint, that nothing wrote).
 
-These are the names of the correctness class (``fuzz.oracle.classes.correctness``); every class
-names its own findings, and ``fuzz.oracle.verdict.finding_signature`` picks the class.
+These are the symptom names of the correctness class (``fuzz.oracle.classes.correctness``): what a
+finding is named when no root cause is known. Where the candidate's and the reference's splits answer
+differently on the same scheduler state, a candidate's finding is named after the first such decision
+instead (:func:`root_cause_name`), so one missed stop is one name whatever it poisons, stalls or costs.
+Every class names its own findings, and ``fuzz.oracle.verdict.finding_signature`` picks the class.
 
 Invariant: signatures match ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}`` (a directory
 name, and what ``fuzz.report.github.load_bundle`` accepts).
@@ -25,7 +28,7 @@ name, and what ``fuzz.report.github.load_bundle`` accepts).
 
 from __future__ import annotations
 
-from fuzz.model.result import RunResult
+from fuzz.model.result import RunResult, SplitDisagreement
 from fuzz.model.scenario import Scenario, prompt_lengths
 from fuzz.oracle.divergence import Divergence
 from fuzz.oracle.judge import first_finding
@@ -120,3 +123,21 @@ def artifact_signature(kind: str, error: str, scenario: Scenario) -> str:
     """The signature of an input that killed (``worker-crash``, ``worker-oom``) or hung (``hang``) the
     harness: the kind, the exception type named in the worker's last lines, and the conditions."""
     return slug("-".join([kind, error, *conditions(scenario)]))[:MAX_SIGNATURE]
+
+
+# The inputs a split decision can depend on, the most specific first: a finding is named after the most
+# specific one its disagreement needs (``SplitDisagreement.conditions``).
+SPECIFICITY = ("preempted", "external-start", "junction", "checkpoint-spec", "eagle-drop", "partial-hits")
+
+
+def root_cause_name(d: SplitDisagreement) -> str:
+    """A finding named after its root cause: ``split-<what>-<direction>[-replay]``. ``<what>`` is the most
+    specific input the disagreement needs (:data:`SPECIFICITY`), or, for one that needs none,
+    ``at-<decider>`` (the rule of vLLM's split that decided); ``<direction>`` is ``runs-past`` (the
+    candidate schedules more than vLLM's split, through or past its stop) or ``stops-short`` (less, or
+    defers); ``replay`` marks a resumed request replaying its outputs. E.g. ``split-eagle-drop-runs-past``:
+    the candidate schedules past a stop vLLM's split makes only under EAGLE's block drop. One missed stop
+    is one name, whatever it poisons, stalls or costs; the finer facts stay in the bundle as evidence."""
+    what = next((c for c in SPECIFICITY if c in d.conditions), f"at-{d.decider}")
+    direction = "runs-past" if d.candidate > d.reference else "stops-short"
+    return slug("-".join(["split", what, direction, *(["replay"] if d.region == "replay" else [])]))

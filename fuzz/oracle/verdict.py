@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fuzz.errors import ExitCode
-from fuzz.model.result import RequestOutcome, RunResult, VerdictStatus
+from fuzz.model.result import RequestOutcome, RunResult, SplitDisagreement, VerdictStatus
 from fuzz.model.scenario import Scenario
 from fuzz.oracle.divergence import Divergence
 
@@ -90,6 +90,11 @@ class FindingClass(ABC):
                        reference: RunResult | None, names: tuple[str, str]) -> tuple[str, str]:
         """``report.md``'s words for a finding of this class: the one line under its summary, and the
         markdown body (tables) that shows its evidence. ``names``: the candidate's and reference's specs."""
+
+    def symptom(self, verdict: Verdict, scenario: Scenario, candidate_run: RunResult) -> str:
+        """The name of this class's findings in ``verdict`` after what they show, whatever their root cause
+        (kept in a bundle as evidence); by default the signature."""
+        return self.signature(verdict, scenario, candidate_run)
 
     def keeps(self, found: Verdict) -> Keeps:
         """What every step of a minimisation of ``found`` must still show besides its signature (by
@@ -173,6 +178,7 @@ class Verdict:
     resumed: int = 0  # requests that started from a cache hit in the candidate run
     poisoned: int = 0  # poisoned slots in the candidate run
     notes: list[str] = field(default_factory=list)
+    root_cause: SplitDisagreement | None = None  # the first split decision where the policies disagree
 
     def of(self, cls: FindingClass | str) -> list[Divergence]:
         """This verdict's findings of class ``cls`` (a class or its name)."""
@@ -208,7 +214,8 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         headline = self.headline
         data: dict[str, Any] = {"status": self.status, "resumed": self.resumed, "poisoned": self.poisoned,
-                                "notes": self.notes, "first": asdict(headline) if headline else None}
+                                "notes": self.notes, "first": asdict(headline) if headline else None,
+                                "root_cause": asdict(self.root_cause) if self.root_cause else None}
         for cls in finding_classes():
             data[cls.verdict_key] = [asdict(f) for f in self.of(cls)]
         return data
@@ -227,9 +234,19 @@ def reference_is_wrong(sig: str) -> bool:
     return sig.startswith(("both-side-", "reference-side-"))
 
 
+def outcome(sig: str) -> str:
+    """The one verdict policy every command applies to a signature (``replay``, ``run``, ``ci``, the pytest
+    plugin): ``clean`` (nothing counted), ``known`` (the reference is wrong there too: a bug of the base,
+    reported, never failing the candidate; the plugin's expected failure, ``ci``'s skipped case) or
+    ``new`` (the candidate's own: it fails)."""
+    if sig == "clean":
+        return "clean"
+    return "known" if reference_is_wrong(sig) else "new"
+
+
 def exit_code_for(signatures: Iterable[str], worker_crashed: bool = False) -> ExitCode:
-    """A fuzzing command's exit code from the signatures it saved: the exit code of the lowest-ranked
-    class among them (a crashed worker counts as the lowest-ranked class), else 0."""
-    ranked = sorted({class_of_signature(s) for s in signatures} | ({finding_classes()[0]} if worker_crashed else set()),
-                    key=lambda c: c.rank)
+    """A command's exit code from the signatures it found: the exit code of the lowest-ranked class among
+    the candidate's own (``outcome`` ``new``; a crashed worker counts as the lowest-ranked class), else 0."""
+    new = {class_of_signature(s) for s in signatures if outcome(s) == "new"}
+    ranked = sorted(new | ({finding_classes()[0]} if worker_crashed else set()), key=lambda c: c.rank)
     return ranked[0].exit_code if ranked else ExitCode.CLEAN

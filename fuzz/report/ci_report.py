@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fuzz.model.policies import Policy
-from fuzz.oracle.verdict import reference_is_wrong
+from fuzz.oracle.verdict import outcome
 
 
 @dataclass
@@ -55,7 +55,7 @@ class CiReport:
     def known_because(self, sig: str) -> str | None:
         if sig in self.baseline:
             return f"in the baseline, {self.baseline_source}"
-        if reference_is_wrong(sig):
+        if outcome(sig) == "known":
             return f"{self.reference.spec} is wrong there too"
         return None
 

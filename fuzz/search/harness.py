@@ -90,7 +90,7 @@ class FuzzTarget:
         scenario = decode(data)
         fail_on = self.settings.fail_on
         try:
-            run = executor_for("sim").run(scenario, self.candidate)
+            run = executor_for("sim").run(scenario, self.candidate, self.reference)
             # Reference bugs are found by fuzzing with --candidate vllm.
             if all(decided(run) for decided in self.decided_alone):
                 return

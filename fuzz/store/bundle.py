@@ -249,6 +249,7 @@ def save_finding(f: Finding, crashes: Path, regressions: Path | None, report: Ca
     verdict = {
         "signature": f.signature,
         "class": f.finding_class.name,
+        "symptom": f.finding_class.symptom(f.verdict, f.minimized, f.candidate_run),
         "kind": head.kind,
         "summary": head.summary,
         "candidate": f.candidate,

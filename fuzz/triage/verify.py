@@ -4,7 +4,8 @@
 under ``candidate`` against the bundle's reference, on the bundle's tier (``fuzz.oracle.differential``).
 A try *hits* when it counts a finding of the bundle's class (any correctness finding for a
 correctness bundle, any efficiency finding for an efficiency one; the signatures seen are recorded),
-so a finding whose name has changed is never taken for fixed. Then:
+so a finding whose name has changed is never taken for fixed (a try names what it saw after its symptom:
+it looks for no root cause, whose search would run the candidate again). Then:
 
 - ``reproduces``: every try hit;
 - ``flaky``: some tries hit, not all (the rate is ``hits / tries``); never ``fixed``;
@@ -67,7 +68,8 @@ def counted_class(bundle: CrashBundle) -> FailOn:
 def trial(bundle: CrashBundle, policy: Policy, tier: str | None = None) -> Trial:
     """The bundle's minimized scenario once under ``policy`` against its reference, judged."""
     scenario = bundle.scenario
-    replayed = replay(scenario, policy, resolve_policy(bundle.verdict["reference"]), tier or bundle.verdict["tier"])
+    replayed = replay(scenario, policy, resolve_policy(bundle.verdict["reference"]), tier or bundle.verdict["tier"],
+                      causes=False)
     sig = finding_signature(replayed.verdict, scenario, replayed.candidate, counted_class(bundle))
     return Trial(sig, replayed.verdict.status, tuple(replayed.verdict.notes))
 

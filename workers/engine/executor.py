@@ -136,7 +136,7 @@ class EngineExecutor(BaseExecutor):
             fault = Fault(kind="engine-crash", detail=payload)
         return RunResult(tier="engine", policy=name, scenario_id=scenario.scenario_id(), faults=[fault])
 
-    def run(self, scenario: Scenario, policy: Policy) -> RunResult:
+    def run(self, scenario: Scenario, policy: Policy, reference: Policy | None = None) -> RunResult:
         """One run of ``scenario`` under ``policy`` with prefix caching, state audit included."""
         return self._call(scenario, policy, canary=False)
 

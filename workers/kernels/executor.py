@@ -211,7 +211,7 @@ class KernelExecutor(BaseExecutor):
 
     # ------------------------------------------------------------ entry points
 
-    def run(self, scenario: Scenario, policy: Any) -> RunResult:
+    def run(self, scenario: Scenario, policy: Any, reference: Any = None) -> RunResult:
         return self.to_run_result(*self._replayed(scenario, policy.name, policy))
 
     def truth(self, scenario: Scenario) -> RunResult:

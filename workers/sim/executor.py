@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fuzz.errors import ConfigRejected
@@ -35,6 +35,7 @@ from fuzz.model.scenario import Request as ScenarioRequest
 from fuzz.tiers import BaseExecutor
 from workers.sim.block_hashes import memoized_block_hasher
 from workers.sim.branch import BranchRunner
+from workers.sim.disagreement import DisagreementProbe
 from workers.sim.fidelity import check_mirror_fidelity
 from workers.sim.hash_index import MambaHashIndex
 from workers.sim.runner_mirror import PrefillCheckpoints, RunnerMirror, StepWork
@@ -89,10 +90,16 @@ class SimExecutor(BaseExecutor):
 
     # ------------------------------------------------------------ public
 
-    def run(self, scenario: Scenario, policy: Policy) -> RunResult:
+    def run(self, scenario: Scenario, policy: Policy, reference: Policy | None = None) -> RunResult:
+        """``scenario`` under ``policy``; with a ``reference`` (not a whole branch, nor equal to the policy),
+        the run's first split decision where the two disagree is recorded (``workers.sim.disagreement``)."""
         if policy.checkout is not None:  # whole-branch mode: the checkout's scheduler, in its own process
             runner = self._branches.setdefault(policy.checkout, BranchRunner(policy.checkout))
             return runner.run(scenario, policy.name)
+        probe = None
+        if reference is not None and reference.checkout is None and reference != policy:
+            probe = DisagreementProbe(policy.split, reference.split)
+            policy = replace(policy, split=probe.split)
         knobs = scenario.engine
         total = sum(own_prompt_length(scenario, r) + r.max_tokens for r in scenario.requests)
         num_blocks = knobs.num_kv_blocks or default_num_blocks(knobs, 2 * total)
@@ -133,6 +140,8 @@ class SimExecutor(BaseExecutor):
                                        step=len(result.steps)))
         self._collect(run)
         release_scheduler(scheduler)
+        if probe is not None:
+            result.disagreement = probe.disagreement(result)
         return result
 
     def close(self) -> None:

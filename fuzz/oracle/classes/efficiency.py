@@ -3,9 +3,10 @@
 Judged by ``fuzz.oracle.efficiency`` from the two runs' cost records (only where neither run has a
 fault: a faulty run's cost means nothing; only where the candidate pays more of one cost and less of
 none: a cheaper candidate, or one that trades one cost for another, is never a finding); gives the ``regressed`` status and exit 4, and fails a
-command only under ``--fail-on efficiency|any``. Named ``efficiency-<kind>-<spec family>``: only the
-speculative-decoding family names a cost (it changes what the split may cache, the EAGLE block drop);
-partial hits and connectors change where requests resume, which the cost already measures. A
+command only under ``--fail-on efficiency|any``. Named ``efficiency-`` and the root cause where the
+policies' splits disagree, else ``efficiency-<kind>-<spec family>``: only the speculative-decoding family
+names a cost (it changes what the split may cache, the EAGLE block drop); partial hits and connectors
+change where requests resume, which the cost already measures. A
 minimisation keeps at least ``KEEP_MAGNITUDE`` of the headline kind's relative magnitude, so a 20% loss
 of cache hits does not shrink into a 1-token loss of a long prompt. Its costs are exact counts on
 the sim tier, so campaign verifiers do not re-run it on the engine.
@@ -20,7 +21,7 @@ from fuzz.model.scenario import Scenario
 from fuzz.oracle.divergence import Divergence
 from fuzz.oracle.efficiency import headline, judge_efficiency, magnitude
 from fuzz.oracle.evidence import cost_table, side_by_side
-from fuzz.oracle.signature import conditions
+from fuzz.oracle.signature import conditions, root_cause_name
 from fuzz.oracle.verdict import MAX_SIGNATURE, FindingClass, JudgeInput, Keeps, Verdict, slug
 
 KEEP_MAGNITUDE = 0.5  # an efficiency finding minimises only while it keeps half its relative magnitude
@@ -48,6 +49,12 @@ class Efficiency(FindingClass):
         return headline(findings)
 
     def signature(self, verdict: Verdict, scenario: Scenario, candidate_run: RunResult) -> str:
+        """``efficiency-`` and the root cause where the splits disagree, else the symptom."""
+        if verdict.root_cause is not None and verdict.of(self):
+            return (self.signature_prefix + root_cause_name(verdict.root_cause))[:MAX_SIGNATURE]
+        return self.symptom(verdict, scenario, candidate_run)
+
+    def symptom(self, verdict: Verdict, scenario: Scenario, candidate_run: RunResult) -> str:
         head = self.headline(verdict.of(self))
         if head is None:
             return "clean"
