@@ -1,16 +1,17 @@
 """The null run and the determinism check of the sim tier (issue 2's "done means"), as figures.
 
 1. ``gdnfuzz gen --seed SEED --count COUNT --out DIR``;
-2. ``gdnfuzz replay DIR/*.json --candidate vllm --reference vllm --json``: a diverged row is a bug
-   of vLLM's own that the corpus records (``fuzz.triage.baseline.recorded_own_findings``: counted by
-   signature) or else a false positive of the sim or the oracle (its file and verdict are printed);
-3. the same with ``--candidate naive``: how many scenarios diverge (the canary's detection rate);
+2. ``gdnfuzz replay DIR/*.json --candidate P --reference P --json --fail-on any`` (``--policy P``, default
+   vllm): a finding both sides share is a bug of P's own (counted by signature; for vllm, the corpus
+   records them); any other finding, correctness or cost, is a false positive of the sim or the oracle
+   (its file and signature are printed);
+3. ``--candidate naive --reference P``: how many scenarios diverge (the canary's detection rate);
 4. determinism: the seed corpus case replayed ``--repeat`` times in this process gives one verdict
    and one candidate/reference fingerprint pair, and so do two child processes with other
    ``PYTHONHASHSEED`` values.
 
 Prints figures and wall times, asserts nothing. Run:
-``.venv/bin/python bench/null_run.py [--count 1000] [--seed 7] [--repeat 100] [--dir DIR]``
+``.venv/bin/python bench/null_run.py [--count 1000] [--seed 7] [--repeat 100] [--dir DIR] [--policy P]``
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ FINGERPRINTS = (
 )
 
 
-def replay_dir(files: list[str], candidate: str) -> tuple[int, list[dict], float]:
+def replay_dir(files: list[str], candidate: str, reference: str) -> tuple[int, list[dict], float]:
     start = time.perf_counter()
-    proc = subprocess.run([GDNFUZZ, "replay", *files, "--candidate", candidate, "--reference", "vllm", "--json",
+    proc = subprocess.run([GDNFUZZ, "replay", *files, "--candidate", candidate, "--reference", reference, "--json",
                            "--fail-on", "any"],
                           capture_output=True, text=True, cwd=ROOT)
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -51,35 +52,26 @@ def replay_dir(files: list[str], candidate: str) -> tuple[int, list[dict], float
     return proc.returncode, rows, time.perf_counter() - start
 
 
-def null_run(out: Path, seed: int, count: int) -> None:
-    from fuzz.model.policies import resolve_policy
-    from fuzz.triage.baseline import recorded_own_findings
-
+def null_run(out: Path, seed: int, count: int, policy: str) -> None:
     start = time.perf_counter()
     subprocess.run([GDNFUZZ, "gen", "--seed", str(seed), "--count", str(count), "--out", str(out)],
                    check=True, cwd=ROOT, capture_output=True)
     print(f"gen: {count} scenarios in {time.perf_counter() - start:.1f} s")
     files = sorted(str(p) for p in out.glob("*.json"))
-    for candidate in ("vllm", "naive"):
-        rc, rows, wall = replay_dir(files, candidate)
+    for candidate in (policy, "naive"):
+        rc, rows, wall = replay_dir(files, candidate, policy)
         verdicts = Counter(r["verdict"] for r in rows)
-        print(f"replay --candidate {candidate} --reference vllm: exit {rc}, {len(rows)} rows, "
+        print(f"replay --candidate {candidate} --reference {policy}: exit {rc}, {len(rows)} rows, "
               f"{dict(sorted(verdicts.items()))}, {wall:.1f} s ({len(rows) / wall:.1f} scenarios/s)")
-        diverged = [r for r in rows if r["verdict"] == "diverged"]
-        if candidate == "vllm":
-            known = recorded_own_findings(ROOT / "corpus" / "regressions", resolve_policy("vllm"))
-            recorded = Counter(r["signature"] for r in diverged if r["signature"] in known)
-            print(f"  vLLM's own bugs the corpus records (both sides wrong): {sum(recorded.values())} "
-                  f"scenarios, {dict(recorded)}")
-            for r in diverged:
-                if r["signature"] not in known:
-                    print(f"  FALSE POSITIVE {r['file']}: {r['signature']}: {r['kind']} "
-                          f"(request {r['first_request']}, step {r['first_step']})")
-            costly = [r for r in rows if r.get("efficiency")]
-            print(f"  efficiency findings: {sum(len(r['efficiency']) for r in costly)} in {len(costly)} scenarios")
-            for r in costly:
-                print(f"  FALSE POSITIVE (efficiency) {r['file']}: {'; '.join(r['efficiency'])}")
+        if candidate == policy:
+            own = Counter(r["signature"] for r in rows if r["outcome"] == "known")
+            print(f"  {policy}'s own bugs (both sides wrong): {sum(own.values())} scenarios, {dict(own)}")
+            false = [r for r in rows if r["outcome"] == "new"]
+            print(f"  false positives (a finding of one side only): {len(false)}")
+            for r in false:
+                print(f"  FALSE POSITIVE {r['file']}: {r['signature']}: {r['kind']} {'; '.join(r['efficiency'])}")
         else:
+            diverged = [r for r in rows if r["verdict"] == "diverged"]
             kinds = Counter(r["kind"].split(" ", 1)[0] if r["kind"] else "" for r in diverged)
             print(f"  diverged {len(diverged)}/{len(rows)}; first-finding summaries by first word: {dict(kinds)}")
 
@@ -113,13 +105,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=100)
     parser.add_argument("--dir", help="where to write the scenarios (default: a temporary directory)")
+    parser.add_argument("--policy", default="vllm", help="the policy run against itself (default vllm)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     if args.dir:
-        null_run(Path(args.dir), args.seed, args.count)
+        null_run(Path(args.dir), args.seed, args.count, args.policy)
     else:
         with tempfile.TemporaryDirectory(prefix="gdnfuzz-null-") as tmp:
-            null_run(Path(tmp), args.seed, args.count)
+            null_run(Path(tmp), args.seed, args.count, args.policy)
     determinism(args.repeat)
 
 

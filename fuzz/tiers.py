@@ -84,6 +84,8 @@ class Executor(Protocol):
 
     def poison_verdict(self, scenario: Scenario, policy: Policy) -> PoisonVerdict: ...
 
+    def configuration(self, scenario: Scenario) -> dict[str, Any]: ...
+
     def as_run(self, scenario: Scenario) -> Scenario: ...
 
     def close(self) -> None: ...
@@ -122,6 +124,11 @@ class BaseExecutor:
     def canary_run(self, scenario: Scenario) -> tuple[RunResult | None, bool | None]:
         """The canary's run (None where the tier keeps none) and whether it was caught."""
         return None, self.canary_detected(scenario)
+
+    def configuration(self, scenario: Scenario) -> dict[str, Any]:
+        """What this tier builds for ``scenario`` (the model's config, state shapes, pool, step limit), as
+        plain data, where it builds vLLM's scheduler itself (the sim); empty elsewhere."""
+        return {}
 
     def as_run(self, scenario: Scenario) -> Scenario:
         """The scenario as this tier actually runs it: a knob the tier cannot honour replaced by the

@@ -18,6 +18,7 @@ from fuzz.cli import (
     confirm,
     coverage,
     dashboard,
+    export_test,
     fidelity,
     file_issue,
     gen,
@@ -33,7 +34,7 @@ from fuzz.cli import (
 from fuzz.errors import exit_code_of
 
 SUBCOMMANDS = (replay, compare, gen, policies, run, minimize, confirm, campaign, status, dashboard, file_issue,
-               coverage, ci, merge, prune, fidelity, verify_fixed, bisect)
+               coverage, ci, merge, prune, fidelity, verify_fixed, bisect, export_test)
 
 
 def build_parser() -> argparse.ArgumentParser:

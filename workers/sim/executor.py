@@ -30,7 +30,14 @@ from fuzz.model.drive import Drive
 from fuzz.model.knobs import EngineKnobs
 from fuzz.model.policies import Policy, contract_checked
 from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, StepRecord
-from fuzz.model.scenario import VOCAB_SIZE, Scenario, own_prompt_length, prompt_tokens, required_kv_blocks
+from fuzz.model.scenario import (
+    MAX_CONTEXT,
+    VOCAB_SIZE,
+    Scenario,
+    own_prompt_length,
+    prompt_tokens,
+    required_kv_blocks,
+)
 from fuzz.model.scenario import Request as ScenarioRequest
 from fuzz.tiers import BaseExecutor
 from workers.sim.block_hashes import memoized_block_hasher
@@ -101,8 +108,7 @@ class SimExecutor(BaseExecutor):
             probe = DisagreementProbe(policy.split, reference.split)
             policy = replace(policy, split=probe.split)
         knobs = scenario.engine
-        total = sum(own_prompt_length(scenario, r) + r.max_tokens for r in scenario.requests)
-        num_blocks = knobs.num_kv_blocks or default_num_blocks(knobs, 2 * total)
+        num_blocks, limit = _pool_blocks(scenario), self._step_limit(scenario)
         if knobs.num_kv_blocks is not None and knobs.num_kv_blocks < required_kv_blocks(scenario):
             raise ConfigRejected(
                 f"engine.num_kv_blocks {knobs.num_kv_blocks} cannot hold the scenario's largest request "
@@ -124,7 +130,7 @@ class SimExecutor(BaseExecutor):
             scheduler=scheduler,
             mirror=RunnerMirror(knobs.mamba_block_size, knobs.num_spec_tokens, _checkpoints(scheduler, knobs)),
             result=result,
-            drive=Drive(scenario, self.max_steps or (max(r.arrival_step for r in scenario.requests) + 2 * total + 64)),
+            drive=Drive(scenario, limit),
             specs={r.id: r for r in scenario.requests},
             hasher=_hasher(scheduler),
             hash_index=MambaHashIndex(scheduler.kv_cache_manager.block_pool, MAMBA_GROUP),
@@ -143,6 +149,19 @@ class SimExecutor(BaseExecutor):
         if probe is not None:
             result.disagreement = probe.disagreement(result)
         return result
+
+    def _step_limit(self, scenario: Scenario) -> int:
+        """The steps a run may take before its requests count as never finishing (liveness)."""
+        return self.max_steps or (max(r.arrival_step for r in scenario.requests) + 2 * _total_tokens(scenario) + 64)
+
+    def configuration(self, scenario: Scenario) -> dict[str, Any]:
+        """What this tier builds for ``scenario``, as plain data: the model's ``config.json``, the Mamba state's
+        shapes, the KV pool's blocks and the step limit (``gdnfuzz export-test`` writes them into a test)."""
+        from workers.tiny_model import TINY_CONFIG, gdn_state_shapes
+
+        return {"model_config": dict(TINY_CONFIG), "state_shapes": [list(s) for s in gdn_state_shapes(TINY_CONFIG)],
+                "num_kv_blocks": _pool_blocks(scenario), "max_steps": self._step_limit(scenario),
+                "max_model_len": MAX_CONTEXT}
 
     def close(self) -> None:
         """Stop the whole-branch candidate processes (restarted on the next run)."""
@@ -378,6 +397,15 @@ class SimExecutor(BaseExecutor):
     def _collect(run: _Run) -> None:
         for rid, request in run.vllm_requests.items():
             run.result.requests[rid].output_tokens = list(request.output_token_ids)
+
+
+def _total_tokens(scenario: Scenario) -> int:
+    return sum(own_prompt_length(scenario, r) + r.max_tokens for r in scenario.requests)
+
+
+def _pool_blocks(scenario: Scenario) -> int:
+    """The KV pool: the scenario's, else one large enough that nothing is evicted."""
+    return scenario.engine.num_kv_blocks or default_num_blocks(scenario.engine, 2 * _total_tokens(scenario))
 
 
 def _checkpoints(scheduler: Any, knobs: EngineKnobs) -> PrefillCheckpoints:
