@@ -62,7 +62,8 @@ REGISTRY = {t.name: t for t in (
     Tier("kernels", "workers.kernels.executor:KernelExecutor", "the GDN kernels on real tensors, on the sim's schedule"),
 )}
 TIERS = tuple(REGISTRY)
-COMPARED = ("sim", "engine")  # ``--tier both``: the fast model and the real engine, compared scenario by scenario
+COMPARED = ("sim", "engine")
+SCHEDULER_TIER = "sim"  # the tier that builds vLLM's scheduler itself: exported tests replay its configuration  # ``--tier both``: the fast model and the real engine, compared scenario by scenario
 BOTH = "both"
 CONFIRMING = tuple(t.name for t in REGISTRY.values() if t.confirms)
 # The kernel tier's own fuzz target (``gdnfuzz run --target kernels``): bytes in, conformance checked.

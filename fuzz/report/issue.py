@@ -14,7 +14,8 @@ from typing import Any
 from fuzz.model.scenario import pretty_json, scenario_summary
 from fuzz.oracle.finding import replay_argv
 from fuzz.report.lifecycle import lifecycle_rows
-from fuzz.store.bundle import ENVIRONMENT_KEYS, CrashBundle
+from fuzz.report.vllm_terms import model_words, serve_command, vllm_locations
+from fuzz.store.bundle import ENVIRONMENT_KEYS, TEST_FILE, CrashBundle
 
 MAX_TITLE = 256  # GitHub's limit on an issue title
 MAX_BODY = 65_000  # GitHub rejects bodies over 65,536 characters
@@ -31,7 +32,7 @@ def replay_command(bundle: CrashBundle) -> str:
 
 
 def regression_snippet(bundle: CrashBundle) -> str:
-    """A self-contained pytest test that fails while the divergence reproduces."""
+    """For a bundle written before ``export-test`` existed: a pytest test that runs ``gdnfuzz replay``."""
     data = {**bundle.scenario.to_dict(), **bundle.annotations}
     scenario_text = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("'", "\\u0027")
     argv = repr(_replay_argv(bundle, "<scenario>")).replace("'<scenario>'", "str(path)")
@@ -130,17 +131,39 @@ def _fit(body: str, report: str) -> str:
     return f"{body}\n\n<details><summary>Full report</summary>\n\n{report}\n</details>\n"
 
 
+def vllm_terms(bundle: CrashBundle) -> str:
+    """The configuration as ``vllm serve`` flags and words, the code involved, the root cause."""
+    knobs = bundle.scenario.engine
+    lines = [f"```sh\n{serve_command(knobs)}\n```", *[f"- {w}" for w in model_words(knobs)],
+             "- code: " + "; ".join(f"`{name}` (`{where}`)" for name, where in vllm_locations().items())]
+    cause = (bundle.verdict.get("verdict") or {}).get("root_cause")
+    if cause:
+        lines.append(f"- root cause: at step {cause['step']}, `{cause['request_id']}` was offered {cause['offered']} "
+                     f"tokens from {cause['start']}; `{bundle.verdict['candidate']}` scheduled {cause['candidate']} "
+                     f"where `{bundle.verdict['reference']}` scheduled {cause['reference']} ({cause['departure']} "
+                     f"vLLM's {cause['decider']} stop)")
+    return "\n".join(lines)
+
+
+def _regression_test(bundle: CrashBundle) -> str:
+    if bundle.test is None:
+        return f"```python\n{regression_snippet(bundle)}```"
+    return (f"It needs only vLLM and pytest (`pytest {TEST_FILE}`): it fails while the bug is there.\n\n"
+            f"<details><summary>{TEST_FILE}</summary>\n\n```python\n{bundle.test}```\n</details>")
+
+
 def issue_body(bundle: CrashBundle) -> str:
     v = bundle.verdict
     body = "\n\n".join(
         [
             _marker(bundle.signature),
             f"## What diverged\n\n**{v['kind']}**: {v['summary']}\n\n{_facts(bundle)}",
+            f"## In vLLM's terms\n\n{vllm_terms(bundle)}",
+            f"## Regression test\n\n{_regression_test(bundle)}",
             f"## Environment\n\n{_environment(bundle)}",
             f"## Minimized scenario\n\n{_scenario_block(bundle)}",
-            f"## Replay\n\n```sh\n{replay_command(bundle)}\n```\n"
+            f"## Replay with gdnfuzz\n\n```sh\n{replay_command(bundle)}\n```\n"
             "It exits non-zero while the finding reproduces (1: diverged, 4: regressed), 0 once fixed.",
-            f"## Regression test\n\n```python\n{regression_snippet(bundle)}```",
         ]
     )
     return _fit(body, bundle.report)

@@ -12,7 +12,9 @@ A bundle holds:
   ``"inconclusive"`` or null), ``environment`` (``vllm``, ``torch``, ``device``; more keys allowed),
   ``hits``, the full verdict and the minimization's stage timings;
 - ``report.md``: the human-readable report, as its renderer gave it (``fuzz.report.finding_report``
-  renders it; this module stores data and never renders).
+  renders it; this module stores data and never renders);
+- ``test_regression.py`` (bundles written since ``gdnfuzz export-test`` exists): the finding as a pytest
+  file that needs only vLLM and pytest (``fuzz.report.exported_test``).
 
 Invariants kept here:
 - one directory per signature: a second finding of a known signature only bumps ``hits``;
@@ -56,6 +58,7 @@ from fuzz.oracle.finding import Finding, environment
 from fuzz.store.atomic import atomic_write
 
 BUNDLE_FILES = ("scenario.json", "original.json", "verdict.json", "report.md")
+TEST_FILE = "test_regression.py"  # optional: older bundles have none
 CONFIRMED_STATES = ("confirmed", "not confirmed", "inconclusive", None)
 ENVIRONMENT_KEYS = ("vllm", "torch", "device")
 SIGNATURE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -81,6 +84,7 @@ class CrashBundle:
     annotations: dict[str, Any]
     original: Scenario
     report: str
+    test: str | None = None  # test_regression.py, where the bundle has one
 
     @property
     def signature(self) -> str:
@@ -217,20 +221,22 @@ def load_bundle(path: str | Path) -> CrashBundle:
     if "expect" not in annotations:
         raise BundleError(path / "scenario.json", "expect", "missing (a minimized scenario records its expectation)")
     report = json_input.read_text(path / "report.md", failing(path / "report.md"))
-    return CrashBundle(path, verdict, scenario, annotations, original, report)
+    test = json_input.read_text(path / TEST_FILE, failing(path / TEST_FILE)) if (path / TEST_FILE).exists() else None
+    return CrashBundle(path, verdict, scenario, annotations, original, report, test)
 
 
 
 # ---------------------------------------------------------------- writing
 
 
-def save_finding(f: Finding, crashes: Path, regressions: Path | None, report: Callable[[Path], str],
+def save_finding(f: Finding, crashes: Path, regressions: Path | None, documents: Callable[[Path], dict[str, str]],
                  replay: bool = False) -> Path:
     """Write the bundle for ``f.signature``, or count one more occurrence of it; returns the bundle directory.
 
-    ``report(bundle)`` renders ``report.md`` (called only when the bundle is new). ``replay``: the input
-    was a committed corpus file (a known regression run again), which counts in ``replays``, not in
-    ``hits`` (new discoveries)."""
+    ``documents(bundle)`` renders the bundle's documents, file name to text: ``report.md`` and, where
+    the renderer gives one, ``test_regression.py`` (called only when the bundle is new). ``replay``: the
+    input was a committed corpus file (a known regression run again), which counts in ``replays``, not
+    in ``hits`` (new discoveries)."""
     bundle = crashes / f.signature
     verdict_file = bundle / "verdict.json"
     if verdict_file.exists():
@@ -243,7 +249,8 @@ def save_finding(f: Finding, crashes: Path, regressions: Path | None, report: Ca
     annotations = {"expect": expect, "origin": f"gdnfuzz finding {f.signature}"}
     atomic_write(bundle / "scenario.json", pretty_json(f.minimized, annotations))
     atomic_write(bundle / "original.json", pretty_json(f.original))
-    atomic_write(bundle / "report.md", report(bundle))
+    for name, text in documents(bundle).items():
+        atomic_write(bundle / name, text)
     if regressions is not None:
         atomic_write(regressions / f"{f.signature}.json", pretty_json(f.minimized, annotations))
     verdict = {
@@ -306,8 +313,8 @@ def store_as_found(raw_bundle: Path, crashes: Path, regressions: Path | None) ->
     its minimization), ``verdict.json`` last; returns the bundle directory."""
     sig = load_verdict(raw_bundle / "verdict.json")["signature"]
     bundle = crashes / sig
-    for name in BUNDLE_FILES:
-        if name != "verdict.json":
+    for name in (*BUNDLE_FILES, TEST_FILE):
+        if name != "verdict.json" and (raw_bundle / name).exists():
             atomic_write(bundle / name, (raw_bundle / name).read_bytes())
     if regressions is not None:
         atomic_write(regressions / f"{sig}.json", (raw_bundle / "scenario.json").read_bytes())

@@ -21,9 +21,8 @@ from fuzz.oracle.finding import Finding
 from fuzz.oracle.verdict import ANY, FailOn, finding_signature
 from fuzz.report.exported_test import render_test
 from fuzz.store.bundle import load_bundle
-from fuzz.tiers import executor_for
+from fuzz.tiers import SCHEDULER_TIER, executor_for
 
-SCHEDULER_TIER = "sim"  # the tier that builds vLLM's scheduler itself, as the exported test does
 SHOWN = (VerdictStatus.DIVERGED, VerdictStatus.REGRESSED)
 CANARIES = ("naive", "vllm")  # a file's bug is another candidate's where it names one; naive diverges anywhere
 
