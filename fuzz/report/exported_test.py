@@ -63,8 +63,10 @@ def _docstring(f: Finding) -> str:
     head = f.head
     knobs = f.minimized.engine
     cause = f.verdict.root_cause
+    found = f"Found on the split `{f.candidate}` itself" if f.candidate == f.reference else \
+        f"Found with the split `{f.candidate}` against `{f.reference}`"
     lines = [f"Regression test for gdnfuzz finding {f.signature}: {head.summary}.", "",
-             f"Found with the split `{f.candidate}` against `{f.reference}`; vLLM {vllm_release()}.", "",
+             f"{found}; vLLM {vllm_release()}.", "",
              "Configuration, as vLLM is started for it:", "", f"    {serve_command(knobs)}", ""]
     lines += [f"- {w}" for w in model_words(knobs)]
     if cause is not None:
