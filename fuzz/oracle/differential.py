@@ -19,7 +19,7 @@ from typing import Any
 from fuzz.model.policies import Policy, following
 from fuzz.model.result import RunResult, RunStatus, SplitDisagreement, VerdictStatus, exact_outputs_differ
 from fuzz.model.scenario import Scenario
-from fuzz.oracle.verdict import JudgeInput, OutputsDiffer, Verdict, finding_classes
+from fuzz.oracle.verdict import JudgeInput, OutputsDiffer, Verdict, finding_classes, outcome
 from fuzz.tiers import Executor, executor_for
 
 
@@ -72,10 +72,12 @@ def root_cause(scenario: Scenario, candidate: Policy, reference: Policy, executo
     disagreements = {0: cand.disagreement}
 
     def fixed(m: int) -> bool:
-        """Does following the reference at the first m disagreements remove the finding? Records the run's next."""
+        """Does following the reference at the first m disagreements leave no finding of the candidate's own
+        (only, at most, what the reference shares)? Records the run's next disagreement."""
         run = executor.run(scenario, following(candidate, reference, m), reference)
         disagreements[m] = run.disagreement
-        return not _candidates_own(judge(scenario, run, ref, truth, executor.outputs_differ))
+        verdict = judge(scenario, run, ref, truth, executor.outputs_differ)
+        return all(outcome(c.symptom(verdict, scenario, run)) != "new" for c in finding_classes() if verdict.of(c))
 
     low, high = 0, 1  # the finding stands after following `low` disagreements; is it gone after `high`?
     while not fixed(high):

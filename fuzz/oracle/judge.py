@@ -75,6 +75,11 @@ def _side_findings(run: RunResult, side: str) -> list[Divergence]:
     return found
 
 
+def run_is_sound(run: RunResult) -> bool:
+    """No fault, no poisoned slot, no request resumed from a state that is not its prefix."""
+    return not run.faults and not run.poisoned and all(o.resume_state_ok is not False for o in run.requests.values())
+
+
 def self_consistent(run: RunResult) -> bool:
     """True when one run alone shows nothing: no poisoned slot, no fault, no bad resume, and every
     request computed exactly what its own prompt gives (needs per-request ``expected_tokens``).

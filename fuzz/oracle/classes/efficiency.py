@@ -1,8 +1,10 @@
 """The efficiency class: what the candidate makes the user pay beyond the reference, every slot exact.
 
-Judged by ``fuzz.oracle.efficiency`` from the two runs' cost records (only where neither run has a
-fault: a faulty run's cost means nothing; only where the candidate pays more of one cost and less of
-none: a cheaper candidate, or one that trades one cost for another, is never a finding); gives the ``regressed`` status and exit 4, and fails a
+Judged by ``fuzz.oracle.efficiency`` from the two runs' cost records (only where both runs are sound: no
+fault, no poisoned slot, no bad resume, since a cost compared with a wrong run means nothing, e.g. a
+correct candidate against a reference whose shortcut poisons a slot; and only where the candidate pays
+more of one cost and less of none: a cheaper candidate, or one that trades one cost for another, is
+never a finding); gives the ``regressed`` status and exit 4, and fails a
 command only under ``--fail-on efficiency|any``. Named ``efficiency-`` and the root cause where the
 policies' splits disagree, else ``efficiency-<kind>-<spec family>``: only the speculative-decoding family
 names a cost (it changes what the split may cache, the EAGLE block drop); partial hits and connectors
@@ -21,6 +23,7 @@ from fuzz.model.scenario import Scenario
 from fuzz.oracle.divergence import Divergence
 from fuzz.oracle.efficiency import headline, judge_efficiency, magnitude
 from fuzz.oracle.evidence import cost_table, side_by_side
+from fuzz.oracle.judge import run_is_sound
 from fuzz.oracle.signature import conditions, root_cause_name
 from fuzz.oracle.verdict import MAX_SIGNATURE, FindingClass, JudgeInput, Keeps, Verdict, slug
 
@@ -41,8 +44,8 @@ class Efficiency(FindingClass):
     exact_on_sim = True
 
     def judge(self, runs: JudgeInput) -> list[Divergence]:
-        if runs.candidate.faults or runs.reference.faults:
-            return []
+        if not (run_is_sound(runs.candidate) and run_is_sound(runs.reference)):
+            return []  # a cost compared with a run that computed something wrong means nothing
         return judge_efficiency(run_cost(runs.scenario, runs.candidate), run_cost(runs.scenario, runs.reference))
 
     def headline(self, findings: list[Divergence]) -> Divergence | None:
