@@ -22,6 +22,7 @@ class ExitCode(IntEnum):
     BAD_INPUT = 2  # a malformed file, unknown policy, config vLLM rejects: one line on stderr
     TIERS_DISAGREE = 3  # replay --tier both: sim and engine disagree on a scenario
     REGRESSED = 4  # --fail-on efficiency|any: only efficiency findings (lost cache hits, extra passes)
+    INFRASTRUCTURE = 5  # something outside the input and the code under test failed: storage, network, git, a node
     INTERRUPTED = 130  # ^C
 
 
@@ -57,7 +58,28 @@ class ConfigRejected(InputError):
 
 
 class ToolError(GdnfuzzError):
-    """Something outside the input failed (an API call, a merge, a subprocess): exit 1."""
+    """Something outside the input and the code under test failed (an API call, a merge, a subprocess, git,
+    storage, a cluster node): exit 5, never the exit of a finding nor of a clean run."""
+
+    exit_code = ExitCode.INFRASTRUCTURE
+
+
+class StorageError(ToolError):
+    """A write or read of gdnfuzz's own stores failed (read-only mount, full disk, permissions): one line
+    naming the path and the errno; whatever was being stored is kept elsewhere and the message says where."""
+
+    def __init__(self, path: str | Path, exc: OSError, kept: str | Path | None = None):
+        self.path, self.errno = str(path), exc.errno
+        name = errno_name(exc)
+        where = f"; kept in {kept}" if kept is not None else ""
+        super().__init__(f"{path}: cannot be written ({name}: {exc.strerror or exc}){where}")
+
+
+def errno_name(exc: OSError) -> str:
+    """``EROFS``, ``ENOSPC``, ... for an OSError (its number when the name is unknown)."""
+    import errno
+
+    return errno.errorcode.get(exc.errno or 0, str(exc.errno))
 
 
 def exit_code_of(command: Callable[[], int], prog: str) -> int:

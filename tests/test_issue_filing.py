@@ -13,6 +13,7 @@ from bundle_fixtures import write_bundle
 from github_server import TOKEN, FakeGitHub, serving
 
 from fuzz.cli import main
+from fuzz.errors import ExitCode
 from fuzz.report.github import file_issue
 from fuzz.report.issue import issue_title, regression_snippet, title_names
 from fuzz.store.bundle import BundleError, load_bundle
@@ -91,7 +92,7 @@ def test_api_errors_are_reported_without_the_token(tmp_path, server, monkeypatch
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
     server.echo_token_in_errors = True
     bundle = write_bundle(tmp_path / "crashes", SIG)
-    assert _cli(["file-issue", str(bundle), "--repo", "octo/vllm", "--api-url", server.base]) == 1
+    assert _cli(["file-issue", str(bundle), "--repo", "octo/vllm", "--api-url", server.base]) == ExitCode.INFRASTRUCTURE
     err = capsys.readouterr().err
     assert "HTTP 422" in err and "***" in err
     assert TOKEN not in err + caplog.text + _all_text(tmp_path)

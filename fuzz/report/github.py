@@ -47,11 +47,11 @@ DEFAULT_API_URL = "https://api.github.com"
 
 
 class FilingError(ToolError):
-    """Filing failed; ``bad_input`` tells a usage error (exit 2) from an API failure (exit 1)."""
+    """Filing failed; ``bad_input`` tells a usage error (exit 2) from an API failure (exit 5, infrastructure)."""
 
     def __init__(self, message: str, bad_input: bool = False):
         self.bad_input = bad_input
-        self.exit_code = ExitCode.BAD_INPUT if bad_input else ExitCode.DIVERGED
+        self.exit_code = ExitCode.BAD_INPUT if bad_input else ExitCode.INFRASTRUCTURE
         super().__init__(message)
 
 

@@ -3,7 +3,7 @@
 Reads the issues labelled ``gdnfuzz`` (state open; pull requests skipped) through the same client,
 API URL and token variables as ``gdnfuzz file-issue`` (``GITHUB_API_URL``, ``GITHUB_TOKEN``; the token is
 optional for a public repository). A signature is the title's ``gdnfuzz <signature>:`` head, as
-``fuzz.report.issue.issue_title`` writes it. Any API failure is a ``ToolError`` (exit 1) whose
+``fuzz.report.issue.issue_title`` writes it. Any API failure is a ``ToolError`` (exit 5, infrastructure) whose
 message never holds the token.
 """
 
