@@ -7,7 +7,8 @@ An item replays its scenario on the sim tier under the candidate and the referen
 verdict diverges (correctness; ``--gdnfuzz-fail-on`` as ``gdnfuzz replay --fail-on``), with the verdict,
 its summary and the ``gdnfuzz replay`` command that reproduces it in the message. A finding the reference
 shares (``both-side-*``, ``reference-side-*``: e.g. a bug of the installed vLLM's own that the corpus
-records) is an expected failure (xfail) naming it, as ``gdnfuzz ci`` counts it as known.
+records) is an expected failure (xfail) naming it, as ``gdnfuzz ci`` counts it as known. The candidate's
+code runs in a sandbox child (``fuzz.sandbox``), never in the pytest process.
 
 Invariant: without ``--gdnfuzz-corpus`` the plugin collects nothing and imports nothing heavy (the
 finding classes, for ``--gdnfuzz-fail-on``'s choices, need neither vLLM nor torch), so a project's own
@@ -26,6 +27,7 @@ import pytest
 from fuzz.oracle.verdict import default_fail_on, fail_on_choices
 
 MARKER = "gdnfuzz"
+SCOPE = pytest.StashKey[Any]()  # the session's DecidingScope (fuzz.sandbox.scope), made at the first item
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -47,6 +49,22 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     corpus = session.config.getoption("gdnfuzz_corpus")
     if corpus is not None and not Path(corpus).is_dir():
         raise pytest.UsageError(f"--gdnfuzz-corpus: {corpus}: no such directory")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    scope = session.config.stash.get(SCOPE, None)
+    if scope is not None:
+        scope.close()
+
+
+def deciding_scope(config: pytest.Config) -> Any:
+    """The session's deciding scope: installed only while an item runs (the project's own tests keep
+    their in-process policies), its sandbox children warm from one item to the next."""
+    if SCOPE not in config.stash:
+        from fuzz.sandbox.scope import DecidingScope
+
+        config.stash[SCOPE] = DecidingScope()
+    return config.stash[SCOPE]
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -91,7 +109,8 @@ class ScenarioItem(pytest.Item):
         reference_spec = self.config.getoption("gdnfuzz_reference")
         fail_on = FailOn(self.config.getoption("gdnfuzz_fail_on"))
         scenario, _ = load_scenario(self.scenario)
-        replayed = replay(scenario, resolve_policy(self.candidate), resolve_policy(reference_spec), "sim")
+        with deciding_scope(self.config).installed():  # the candidate's code runs in a sandbox child
+            replayed = replay(scenario, resolve_policy(self.candidate), resolve_policy(reference_spec), "sim")
         sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
         if outcome(sig) == "known":  # not the candidate's: a bug of the reference, reported, never failing
             pytest.xfail(f"{reference_spec} is wrong there too ({sig}): {replayed.verdict.summary}")

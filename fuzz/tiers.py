@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fuzz.errors import InputError
+from fuzz.model.placement import current
 from fuzz.model.policies import Policy
 from fuzz.model.result import (
     PoisonVerdict,
@@ -146,11 +147,19 @@ def load(target: str) -> Any:
     return getattr(importlib.import_module(module_name), attr)
 
 
-@functools.cache
 def executor_for(tier: str) -> Executor:
-    """This process's executor for ``tier``, created once and reused (the engine tier keeps engines warm).
+    """This process's executor for ``tier``: the in-process one (:func:`local_executor`), or, while a
+    deciding scope is open (``fuzz.model.placement``), the scope's, which runs policies that are not
+    built in in a sandbox child."""
+    placement = current()
+    local = local_executor(tier)
+    return local if placement is None else placement.executor(tier, local)
 
-    Importing it imports what the tier needs (vLLM for sim and engine, torch for kernels)."""
+
+@functools.cache
+def local_executor(tier: str) -> Executor:
+    """The executor for ``tier`` in this process, created once and reused (the engine tier keeps engines
+    warm). Importing it imports what the tier needs (vLLM for sim and engine, torch for kernels)."""
     if tier not in REGISTRY:
         raise InputError(f"unknown tier {tier!r}: use one of {', '.join(TIERS)}")
     return load(REGISTRY[tier].executor)()

@@ -175,10 +175,10 @@ def test_an_input_that_kills_the_harness_becomes_one_worker_crash_bundle(tmp_pat
 
 def test_a_verifier_that_dies_twice_on_a_bundle_leaves_it_inconclusive(tmp_path: Path) -> None:
     from fuzz.report.finding_report import store_finding
-    from workers.campaign.tasks import crash_finding
+    from fuzz.search.artifacts import crash_finding
 
     config, store = _store(tmp_path)
-    finding = crash_finding("hang", SEED, "", "pre-51113", "vllm")
+    finding = crash_finding("hang", SEED.read_bytes(), "", "pre-51113", "vllm")
     store_finding(finding, config.crashes, None)
     store.s.known.add(finding.signature)
     store.s.queue.append(finding.signature)
@@ -194,13 +194,13 @@ def test_a_new_crash_store_resumes_verification_and_filing_from_disk(tmp_path: P
     from dataclasses import replace
 
     from fuzz.report.finding_report import store_finding
+    from fuzz.search.artifacts import crash_finding
     from fuzz.store.bundle import update_verdict
     from workers.campaign.crash_store import CrashStoreActor
-    from workers.campaign.tasks import crash_finding
 
     config, _ = _store(tmp_path)
     config = replace(config, file_issues="owner/name", dry_run_issues=True)
-    pending, confirmed = (crash_finding(kind, SEED, "", "pre-51113", "vllm") for kind in ("hang", "worker-crash"))
+    pending, confirmed = (crash_finding(kind, SEED.read_bytes(), "", "pre-51113", "vllm") for kind in ("hang", "worker-crash"))
     for finding, state in ((pending, None), (confirmed, "confirmed")):
         store_finding(finding, config.crashes, None)
         update_verdict(config.crashes / finding.signature, kind="poisoned-slot", confirmed=state)

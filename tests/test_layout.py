@@ -22,6 +22,7 @@ FLOORS = (
     ("fuzz.errors", "fuzz"),
     ("fuzz.model",),
     ("fuzz.tiers",),
+    ("fuzz.sandbox",),
     ("fuzz.oracle",),
     ("fuzz.reduce", "fuzz.store"),
     ("fuzz.report",),

@@ -14,6 +14,7 @@ from fuzz.cli import main
 from fuzz.model.deadline import DEADLINE_ENV, DeadlineExceeded, run_deadline
 from fuzz.model.policies import Policy, PolicyError, resolve_policy
 from fuzz.model.scenario import load_scenario
+from fuzz.sandbox.scope import deciding
 
 POLICIES = '''
 import time
@@ -48,12 +49,12 @@ def test_whatever_a_split_does_when_called_is_a_contract_finding(policies, capsy
 
 
 @pytest.mark.parametrize(("body", "reason"), [
-    ("import sys\nsys.exit(3)", "raised SystemExit: 3"),
-    ("import sys\nsys.exit(0)", "raised SystemExit"),
-    ("import os\nos._exit(0)", "exited the process (exit code 0)"),
-    ("import os\nos._exit(3)", "exited the process (exit code 3)"),
-    ("raise KeyboardInterrupt", "raised KeyboardInterrupt"),
-    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "killed the process with SIGKILL"),
+    ("import sys\nsys.exit(3)", "failed to load (SystemExit: 3)"),
+    ("import sys\nsys.exit(0)", "failed to load (SystemExit: 0)"),
+    ("import os\nos._exit(0)", "the process loading it exited (exit code 0)"),
+    ("import os\nos._exit(3)", "the process loading it exited (exit code 3)"),
+    ("raise KeyboardInterrupt", "failed to load (KeyboardInterrupt"),
+    ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "the process loading it was killed by SIGKILL"),
 ])
 def test_a_policy_module_that_exits_on_import_is_one_line_and_exit_2(tmp_path, capsys, body, reason):
     path = tmp_path / "exits_on_import.py"
@@ -63,10 +64,10 @@ def test_a_policy_module_that_exits_on_import_is_one_line_and_exit_2(tmp_path, c
     assert out == "" and len(err.strip().splitlines()) == 1 and reason in err, err
 
 
-def test_a_module_policy_is_vetted_too(tmp_path, monkeypatch):
+def test_a_module_policy_is_loaded_in_the_sandbox_too(tmp_path, monkeypatch):
     (tmp_path / "exits_module.py").write_text("import os\nos._exit(0)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(PolicyError, match="exited the process"):
+    with deciding(), pytest.raises(PolicyError, match="the process loading it exited"):
         resolve_policy("exits_module:split")
 
 

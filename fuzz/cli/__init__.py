@@ -32,6 +32,7 @@ from fuzz.cli import (
     verify_fixed,
 )
 from fuzz.errors import exit_code_of
+from fuzz.sandbox.scope import deciding
 
 SUBCOMMANDS = (replay, compare, gen, policies, run, minimize, confirm, campaign, status, dashboard, file_issue,
                coverage, ci, merge, prune, fidelity, verify_fixed, bisect, export_test)
@@ -56,4 +57,5 @@ def main(argv: list[str] | None = None) -> int:
 
     argcomplete.autocomplete(parser)
     args = parser.parse_args(argv)
-    return exit_code_of(lambda: args.func(args), f"gdnfuzz {args.command}")
+    with deciding():  # no candidate code in this process: it runs in sandbox children (fuzz.sandbox)
+        return exit_code_of(lambda: args.func(args), f"gdnfuzz {args.command}")

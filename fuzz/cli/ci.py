@@ -16,8 +16,8 @@ from typing import Any
 from fuzz import package_version
 from fuzz.cli.options import add_fail_on_arg
 from fuzz.errors import ExitCode, InputError
-from fuzz.model.checkout import BRANCH_PREFIX
-from fuzz.model.policies import resolve_policy
+from fuzz.model.checkout import BRANCH_PREFIX, CHECKOUT_SCHEDULER_SPLIT
+from fuzz.model.policies import Policy, PolicyError, resolve_policy, runs_elsewhere
 from fuzz.report.ci_report import Case, CiReport, mark_new
 from fuzz.report.junit import render_junit
 from fuzz.report.sarif import render_sarif
@@ -55,12 +55,17 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
     if args.strict:
         os.environ[STRICT_ENV] = "1"  # this process and every harness worker refuse an unchecked mirror
-    candidate = resolve_policy(candidate_spec(args.candidate, args.candidate_mode))
-    reference = resolve_policy(args.reference)
+    paths = CiPaths(Path(args.out))
+    spec = candidate_spec(args.candidate, args.candidate_mode)
+    try:
+        candidate, reference = resolve_policy(spec), resolve_policy(args.reference)
+    except PolicyError as exc:  # the reports still say why nothing ran, then exit 2
+        unloaded = Policy(spec, spec, runs_elsewhere(spec), "not loaded", source=(_source_file(args.candidate), 1))
+        _write_reports(args, paths, CiReport(unloaded, unloaded, [Case(
+            spec, "replay", "policy-not-loadable", "error", str(exc), 0.0)], set(), "no baseline"))
+        raise
     baseline, source = _baseline(args)
     files = corpus_files(Path(args.corpus))
-    paths = CiPaths(Path(args.out))
-    paths.out.mkdir(parents=True, exist_ok=True)
     report = CiReport(candidate, reference, replay_corpus(files, candidate, reference, args.fail_on), baseline, source)
     if args.fuzz_time > 0:
         found, progress = fuzz(Path(args.corpus), paths, candidate, reference, args.fuzz_time, args.jobs, args.seed,
@@ -71,18 +76,30 @@ def cmd_ci(args: argparse.Namespace) -> int:
         report.worker_crashes = progress.worker_crashes
         if progress.worker_crashes:
             report.cases.append(Case("harness-crash", "fuzz", "harness-crash", "crash",
-                                     f"{progress.worker_crashes} harness worker(s) crashed; inputs in {paths.crashes}/raw",
-                                     0.0))
+                                     f"{progress.worker_crashes} harness worker(s) died; each input one was "
+                                     f"running is a worker-crash finding in {paths.crashes}", 0.0))
+    _write_reports(args, paths, report)
+    return ExitCode.DIVERGED if report.new_signatures else ExitCode.CLEAN
+
+
+def _source_file(candidate: str) -> str:
+    """The file a candidate that could not be loaded is read from (its checkout's scheduler, its .py)."""
+    checkout = Path(candidate.removeprefix(BRANCH_PREFIX))
+    return str(checkout / CHECKOUT_SCHEDULER_SPLIT) if checkout.is_dir() else candidate.rsplit(":", 1)[0]
+
+
+def _write_reports(args: argparse.Namespace, paths: CiPaths, report: CiReport) -> None:
+    """JUnit, SARIF and the summary under ``--out``, the summary printed too."""
     mark_new(report)
-    root = Path(args.source_root or (Path(args.candidate.removeprefix(BRANCH_PREFIX))
-                                     if Path(args.candidate.removeprefix(BRANCH_PREFIX)).is_dir() else "."))
+    paths.out.mkdir(parents=True, exist_ok=True)
+    checkout = Path(args.candidate.removeprefix(BRANCH_PREFIX))
+    root = Path(args.source_root or (checkout if checkout.is_dir() else "."))
     atomic_write(paths.junit, render_junit(report))
     atomic_write(paths.sarif, render_sarif(report, root, package_version()))
     summary = render_summary(report, root)
     atomic_write(paths.summary, summary)
     print(summary, end="")
     print(f"gdnfuzz ci: wrote {paths.junit}, {paths.sarif}, {paths.summary}")
-    return ExitCode.DIVERGED if report.new_signatures else ExitCode.CLEAN
 
 
 def add_parser(sub: Any) -> None:

@@ -39,7 +39,7 @@ from typing import Any
 from fuzz.errors import InputError
 from fuzz.model.checkout import BRANCH_PREFIX, OVERLAID_FILES, OVERLAID_PACKAGES
 from fuzz.model.deadline import DeadlineExceeded
-from fuzz.model.policy_vetting import vet_import
+from fuzz.model.placement import current
 
 SplitFn = Callable[..., int]
 SIGNATURE = (
@@ -64,6 +64,33 @@ class Policy:
     # Whole-branch mode (``branch:DIR``, see fuzz.model.checkout): the checkout whose scheduling code the
     # sim tier runs in a candidate process of its own; ``split`` is then never installed anywhere.
     checkout: str | None = None
+    # ``following(policy, reference, times)``: (the reference's spec, times); None for a policy as named.
+    follows: tuple[str, int] | None = None
+    # Loaded in a sandbox child (``fuzz.model.placement``): ``split`` only raises MisplacedCall here, and
+    # ``source`` is where the child found the split: (file, first line).
+    elsewhere: bool = False
+    source: tuple[str, int] | None = None
+
+    def defined_at(self) -> tuple[str, int]:
+        """The file and first line of the split's definition."""
+        if self.source is not None:
+            return self.source
+        code = self.split.__code__
+        return code.co_filename, code.co_firstlineno
+
+
+class MisplacedCall(BaseException):
+    """A policy loaded in a sandbox child was called in the deciding process: a bug of gdnfuzz, never a
+    finding (a BaseException the policy boundary lets through, so it cannot pass for a contract fault)."""
+
+
+def runs_elsewhere(spec: str) -> SplitFn:
+    """The split of a policy loaded in a sandbox child, as the deciding process holds it."""
+
+    def split(*_: Any) -> int:
+        raise MisplacedCall(f"policy {spec} runs only in its sandbox process")
+
+    return split
 
 
 # ---------------------------------------------------------------- built-ins
@@ -143,7 +170,13 @@ def following(candidate: Policy, reference: Policy, times: int) -> Policy:
                 return expected
         return answer
 
-    return Policy(candidate.name, candidate.spec, split, candidate.description)
+    return Policy(candidate.name, candidate.spec, split, candidate.description, candidate.checkout,
+                  (reference.spec, times), candidate.elsewhere or reference.elsewhere)
+
+
+def is_builtin(spec: str) -> bool:
+    """Whether ``spec`` names one of gdnfuzz's own policies (its code, or the installed vLLM's split)."""
+    return spec in BUILTINS
 
 
 # ---------------------------------------------------------------- installation
@@ -160,16 +193,16 @@ def contract_checked(split: SplitFn, on_violation: ContractViolation) -> SplitFn
     out of range or a finite float is clamped, anything else (another type, NaN, an exception of any
     kind the policy raises, ``SystemExit``, ``KeyboardInterrupt`` and ``GeneratorExit`` included)
     gives 0. So a policy's answer is a finding, never a crash inside vLLM nor an exit of gdnfuzz.
-    Only :class:`~fuzz.model.deadline.DeadlineExceeded` passes through: the tier turns it into a
-    ``hang`` fault. (A real ^C that lands inside a policy call is one of those exceptions; the next
-    ^C stops the run.)
+    Only :class:`~fuzz.model.deadline.DeadlineExceeded` (the tier turns it into a ``hang`` fault) and
+    :class:`MisplacedCall` (a bug of gdnfuzz) pass through. (A real ^C that lands inside a policy call
+    is one of those exceptions; the next ^C stops the run.)
     """
 
     def checked(self: Any, request: Any, num_new_tokens: int,
                 num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
         try:
             got = split(self, request, num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens)
-        except DeadlineExceeded:
+        except (DeadlineExceeded, MisplacedCall):
             raise
         except BaseException as exc:  # noqa: BLE001 - whatever a policy raises is its finding, never our exit
             on_violation(request, f"split raised {_describe(exc)} when offered {num_new_tokens} tokens")
@@ -218,19 +251,11 @@ def check_signature(fn: Any, origin: str) -> SplitFn:
 
 
 def _from_module(module_name: str, attr: str, spec: str) -> SplitFn:
-    _vetted_or_refused("module", module_name, spec)
     try:
         module = importlib.import_module(module_name)
     except BaseException as exc:  # noqa: BLE001 - whatever an import raises is the user's to see, in one line
         raise PolicyError(f"policy {spec}: cannot import {module_name} ({type(exc).__name__}: {exc})") from None
     return _attr(module, attr, spec)
-
-
-def _vetted_or_refused(kind: str, target: str, spec: str) -> None:
-    """Raise PolicyError when importing ``target`` in a child process did not go well (``policy_vetting``)."""
-    reason = vet_import(kind, target)
-    if reason is not None:
-        raise PolicyError(f"policy {spec}: {target}: {reason}")
 
 
 def _attr(owner: Any, dotted: str, spec: str) -> SplitFn:
@@ -249,7 +274,6 @@ def _from_file(path: Path, attr: str, spec: str) -> SplitFn:
     module_spec = importlib.util.spec_from_file_location(f"gdnfuzz_policy_{abs(hash(str(path.resolve())))}", path)
     assert module_spec is not None and module_spec.loader is not None
     module = importlib.util.module_from_spec(module_spec)
-    _vetted_or_refused("file", str(path), spec)
     try:
         module_spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - as in _from_module
@@ -317,10 +341,21 @@ def _branch_policy(root: Path, spec: str) -> Policy:
 
 
 def resolve_policy(spec: str) -> Policy:
-    """Turn what the user typed into a Policy (see the module docstring for the forms)."""
+    """Turn what the user typed into a Policy (see the module docstring for the forms); while a deciding
+    scope is open (``fuzz.model.placement``), one that is not built in is loaded in a sandbox child."""
     if spec in BUILTINS:
         fn, description = BUILTINS[spec]
         return Policy(spec, spec, fn, description)
+    placement = current()
+    if placement is not None:
+        return placement.resolve(spec)
+    return load_policy(spec)
+
+
+def load_policy(spec: str) -> Policy:
+    """``spec`` loaded in this process, whatever scope is open (the sandbox child's own resolution)."""
+    if spec in BUILTINS:
+        return resolve_policy(spec)
     if spec.startswith(BRANCH_PREFIX):
         return _branch_policy(Path(spec.removeprefix(BRANCH_PREFIX)), spec)
     path = Path(spec)

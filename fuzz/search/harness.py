@@ -36,6 +36,7 @@ from fuzz.oracle.finding import Finding
 from fuzz.oracle.verdict import finding_signature
 from fuzz.report.finding_report import store_finding
 from fuzz.search.coverage import instrument
+from fuzz.search.in_flight import InFlight
 from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE
 from fuzz.search.mutate import crossover, decode, mutate
 from fuzz.search.settings import RunSettings
@@ -82,8 +83,15 @@ class FuzzTarget:
         # any class that is counted (a class that compares the two runs can never tell that alone).
         self.decided_alone = [c.decided_by_candidate for c in settings.fail_on.classes]
         self.started = False
+        self.in_flight = InFlight(settings.crashes)
 
     def test_one_input(self, data: bytes) -> None:
+        """One input, recorded as in flight while it runs (``fuzz.search.in_flight``)."""
+        self.in_flight.start(data)
+        self._judge(data)
+        self.in_flight.done()
+
+    def _judge(self, data: bytes) -> None:
         if not self.started:
             self.started = True
             print(FIRST_INPUT_LINE, file=sys.stderr, flush=True)

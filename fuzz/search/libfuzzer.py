@@ -20,6 +20,7 @@ HARNESS_MODULE = "fuzz.search.harness"
 DETECTED_LINE = "gdnfuzz-detected"  # printed when a divergence is seen, before minimizing
 FINDING_LINE = "gdnfuzz-finding"  # printed once the finding is saved
 FIRST_INPUT_LINE = "gdnfuzz-first-input"  # printed when the harness starts its first input
+DONE_PREFIX = "Done "  # libFuzzer's last line when its run count or time is reached ("Done 1000 runs in 9 second(s)")
 SAVED_LINE = "gdnfuzz-saved"  # printed by the reducer once a finding's bundle is minimized and stored
 STATUS = re.compile(r"#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+ (?:lim: \d+ )?exec/s: (\d+)")
 FINAL_STAT = re.compile(r"stat::(\w+):\s+(\d+)")

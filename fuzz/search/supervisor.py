@@ -1,12 +1,17 @@
 """The ``gdnfuzz run`` process supervisor: harness workers, the reducer beside them, their output, restarts.
 
 ``atheris.Fuzz()`` never returns, so each worker is a harness subprocess; the supervisor passes the
-run's settings (``fuzz.search.settings.RunSettings``) through the environment, reads the workers' libFuzzer status lines and finding lines into a
+run's settings (``fuzz.search.settings.RunSettings``) through the environment, reads the workers'
+libFuzzer status lines and finding lines into a
 :class:`~fuzz.search.libfuzzer.Progress`, shows one live status line, and restarts a worker that died
 before the time was up (its last lines are kept in ``crashes/harness-crashes.log``, the input it died
-on in ``crashes/raw/``).
+on stored as a ``worker-crash`` finding).
 
 Invariants:
+- a worker that ends other than by libFuzzer's own end or the supervisor's stop has died, whatever its
+  exit code (a split calling ``os._exit(0)`` exits 0): the input it was running (``fuzz.search.in_flight``)
+  is stored as a finding and counted in the exit code, and the worker restarts if time is left;
+- each worker's raw area is its own (``WorkerDirs``), also against another run on the same directories;
 - fuzzing never waits for a finding: each worker stores its findings raw (``crashes/raw/worker-<i>/``)
   and the one reducer process (``fuzz.search.reducer``) minimizes each signature new to this run into
   ``crashes/<signature>/`` while the workers go on;
@@ -19,6 +24,8 @@ Invariants:
 
 from __future__ import annotations
 
+import fcntl
+import itertools
 import os
 import subprocess
 import sys
@@ -29,7 +36,12 @@ from pathlib import Path
 from typing import IO
 
 from fuzz.errors import ExitCode
-from fuzz.search.libfuzzer import DEFAULT_FLAGS, SAVED_LINE, Progress, harness_command
+from fuzz.oracle.verdict import slug
+from fuzz.report.finding_report import store_finding
+from fuzz.sandbox.channel import describe_exit
+from fuzz.search.artifacts import crash_finding
+from fuzz.search.in_flight import died_on
+from fuzz.search.libfuzzer import DEFAULT_FLAGS, DONE_PREFIX, SAVED_LINE, Progress, harness_command
 from fuzz.search.settings import RunSettings
 from fuzz.store.bundle import store_as_found, sync_counts
 
@@ -108,6 +120,62 @@ def sync_signature_counts(crashes: Path, signatures: set[str]) -> None:
             sync_counts(crashes / sig, sorted(p.parent for p in (crashes / "raw").glob(f"*/{sig}/verdict.json")))
 
 
+class WorkerDirs:
+    """The raw areas of this run's workers: ``raw/worker-<n>``, each claimed with an exclusive lock held
+    until the run ends, so two runs on the same directories never share one (the second takes the next
+    free numbers)."""
+
+    def __init__(self, raw: Path):
+        self.raw = raw
+        self.held: dict[int, tuple[Path, int]] = {}  # worker -> (its directory, the lock's fd)
+
+    def claim(self, worker: int) -> Path:
+        if worker in self.held:
+            return self.held[worker][0]
+        taken = {d for d, _ in self.held.values()}
+        for n in itertools.count(worker):
+            path = self.raw / f"worker-{n}"
+            if path in taken:
+                continue
+            path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.held[worker] = (path, fd)
+            return path
+        raise AssertionError("unreachable")
+
+    def release(self) -> None:
+        for _, fd in self.held.values():
+            os.close(fd)
+        self.held.clear()
+
+
+def ended_normally(returncode: int, log: list[str]) -> bool:
+    """libFuzzer's own end (its time or run count reached): exit 0 after its ``Done N runs`` line. Any
+    other end before the supervisor stopped it is a death, whatever the exit code (a split calling
+    ``os._exit(0)`` exits 0 without that line)."""
+    return returncode == 0 and any(line.startswith(DONE_PREFIX) for line in log[-20:])
+
+
+def store_death(worker_dir: Path, returncode: int, log: list[str], settings: RunSettings,
+                progress: Progress) -> str | None:
+    """Store the input a dead worker was running as a finding (``fuzz.search.artifacts``); its bundle
+    line goes into ``progress``. None when it died between inputs."""
+    data = died_on(worker_dir)
+    if data is None:
+        return None
+    ended = slug(describe_exit(returncode).removeprefix("was ").removeprefix("exited "))
+    finding = crash_finding("worker-crash", data, "".join(log[-40:]), settings.candidate, settings.reference,
+                            ended=ended)
+    bundle = store_finding(finding, settings.crashes, settings.regressions)
+    progress.feed(-1, f"{SAVED_LINE} {finding.signature} {bundle}")
+    return finding.signature
+
+
 def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.stderr) -> ExitCode:
     deadline = time.time() + settings.max_time if settings.max_time else None
     settings = replace(settings, deadline=deadline)
@@ -115,6 +183,7 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
     crashes = settings.crashes
     raw = crashes / "raw"
     raw.mkdir(parents=True, exist_ok=True)
+    worker_dirs = WorkerDirs(raw)
     procs: dict[int, tuple[subprocess.Popen[str], threading.Thread, list[str]]] = {}
     restarts = 0
     reducer = Reducer(settings, progress)
@@ -128,7 +197,7 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
             flags.append(f"-runs={settings.runs}")
         cmd = harness_command([*flags, *settings.libfuzzer, *dirs])
         proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                                env=settings.for_worker(raw / f"worker-{i}").child_env(), cwd=os.getcwd())
+                                env=settings.for_worker(worker_dirs.claim(i)).child_env(), cwd=os.getcwd())
         log: list[str] = []
         thread = threading.Thread(target=_pump, args=(proc.stderr, i, progress, log), daemon=True)
         thread.start()
@@ -149,21 +218,25 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
                 continue
             thread.join(timeout=5)
             del procs[i]
-            time_left = deadline is None or time.time() < deadline - 5
-            stopped = deadline is not None and time.time() >= deadline  # by stop_at_deadline, not a crash
-            if proc.returncode != 0 and not stopped:
-                progress.worker_crashes += 1
-            if proc.returncode != 0 and time_left and not settings.runs:
-                with open(crashes / "harness-crashes.log", "a") as f:
-                    f.write(f"--- worker {i} exited {proc.returncode}\n" + "".join(log[-40:]))
+            stopped = deadline is not None and time.time() >= deadline  # by stop_at_deadline, not a death
+            if stopped or ended_normally(proc.returncode, log):
+                continue
+            progress.worker_crashes += 1
+            how = describe_exit(proc.returncode)
+            sig = store_death(worker_dirs.claim(i), proc.returncode, log, settings, progress)
+            with open(crashes / "harness-crashes.log", "a") as f:
+                f.write(f"--- worker {i} {how}" + (f" on the input stored as {sig}" if sig else "") + "\n"
+                        + "".join(log[-40:]))
+            if (deadline is None or time.time() < deadline - 5) and not settings.runs:
                 restarts += 1
-                print(f"gdnfuzz: worker {i} exited {proc.returncode}; restarting", file=out)
+                print(f"gdnfuzz: worker {i} {how}; restarting", file=out)
                 start(i)
-            elif proc.returncode != 0 and not stopped:
+            else:
                 print("".join(log[-20:]), file=out)
         if time.time() - last_print >= 2 or not procs:
             print(progress.line(), file=out, flush=True)
             last_print = time.time()
+    worker_dirs.release()
     reducer.submit_new()
     reducer.finish(DRAIN_SECONDS if deadline is not None else settings.minimize_seconds * (len(reducer.sent) + 1))
     for sig, raw_bundle in progress.first_raw_bundles():

@@ -91,6 +91,12 @@ class CrashBundle:
         return self.verdict["signature"]
 
     @property
+    def symptom(self) -> str:
+        """The finding's name after what it shows (its signature where no root cause names it): what a
+        try that looks for no root cause (``fuzz.triage.verify.trial``) calls it."""
+        return self.verdict.get("symptom") or self.signature
+
+    @property
     def environment(self) -> dict[str, str]:
         return self.verdict["environment"]
 

@@ -16,9 +16,9 @@ from fuzz.oracle.verdict import class_of_signature
 from fuzz.reduce.minimize import minimize_raw_bundle
 from fuzz.report.finding_report import store_finding
 from fuzz.report.github import file_issue
+from fuzz.search.artifacts import crash_finding
 from fuzz.store.bundle import count_occurrence, load_verdict, sync_counts, update_verdict
 from workers.campaign.config import CampaignConfig
-from workers.campaign.tasks import crash_finding
 
 ARTIFACT_KINDS = {"crash": "worker-crash", "timeout": "hang", "oom": "worker-oom"}
 UNVERIFIABLE = tuple(ARTIFACT_KINDS.values())  # findings the engine confirm does not apply to
@@ -91,7 +91,8 @@ class CrashStoreActor:
     def report_artifact(self, actor: str, artifact: str, kind: str, log_tail: str) -> str:
         """Save (or count) the finding for a libFuzzer artifact, then move the artifact to raw/reported/."""
         path = Path(artifact)
-        finding = crash_finding(kind, path, log_tail, self.config.run.candidate, self.config.run.reference)
+        finding = crash_finding(kind, path.read_bytes(), log_tail, self.config.run.candidate, self.config.run.reference,
+                                artifact=path.name)
         if finding.signature in self.s.known:
             bundle = self.config.crashes / finding.signature
             count_occurrence(bundle)

@@ -1,0 +1,197 @@
+"""A child interpreter spoken to in JSON lines over a socket pair, where every wait has a bound.
+
+The parent side is :class:`JsonChild`; the child side is :func:`serve`. What crosses is JSON only
+(never pickle: the child runs code the parent does not trust, and unpickling what it sends could run
+anything in the parent).
+
+Invariants:
+- every read by the parent has a deadline (``start_timeout`` for the child's ``ready`` line, the
+  caller's timeout for each answer); a child that passes it is killed with its whole process group
+  and :class:`ChildTimedOut` says so;
+- a child that closes its end or exits before answering is reaped and :class:`ChildExited` describes
+  how it ended (``exit code 0``, ``killed by SIGKILL``); the parent never takes a missing answer for
+  a good one;
+- an answer is one line of at most :data:`MAX_LINE` bytes that decodes to a JSON object; anything else
+  is :class:`ChildBroken`;
+- the child's stdout is the parent's stderr (what the code it runs prints never mixes with the
+  parent's output), and its stdin is empty.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+MAX_LINE = 512 << 20  # the largest answer read (a run's record of a long scenario is a few MiB)
+REAP_S = 10.0  # how long a child that closed its end gets to exit before it is killed
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ChildFailed(Exception):
+    """The child did not answer: ``how`` says what happened, in words that follow "the process ..."."""
+
+    def __init__(self, how: str):
+        self.how = how
+        super().__init__(how)
+
+
+class ChildExited(ChildFailed):
+    """It ended (or closed its end) before answering."""
+
+
+class ChildTimedOut(ChildFailed):
+    """It did not answer in time and was killed."""
+
+
+class ChildBroken(ChildFailed):
+    """It answered something that is not one JSON object."""
+
+
+def describe_exit(returncode: int) -> str:
+    """How a process ended, in words: ``exited (exit code 3)``, ``was killed by SIGKILL``."""
+    if returncode < 0:
+        number = -returncode
+        name = signal.Signals(number).name if number in signal.valid_signals() else f"signal {number}"
+        return f"was killed by {name}"
+    return f"exited (exit code {returncode})"
+
+
+class JsonChild:
+    """One child interpreter running ``python -m MODULE FD ARGS...``, started on first use and after it
+    is gone; :meth:`call` sends one object and returns the answer."""
+
+    def __init__(self, module: str, args: list[str], start_timeout: float, env: dict[str, str] | None = None):
+        self.module, self.args, self.start_timeout = module, args, start_timeout
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.sock: socket.socket | None = None
+        self.buffer = b""
+        self.ready: dict[str, Any] = {}
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None and self.sock is not None
+
+    def start(self) -> dict[str, Any]:
+        """Start the child (if it is not running) and return its ``ready`` object."""
+        if self.alive:
+            return self.ready
+        self.close()
+        ours, theirs = socket.socketpair()
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        env = {**(self.env if self.env is not None else os.environ), "PYTHONPATH": path}
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", self.module, str(theirs.fileno()), *self.args],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=sys.__stderr__.fileno(),
+                env=env, cwd=os.getcwd(), start_new_session=True)
+        finally:
+            theirs.close()
+        self.sock, self.buffer = ours, b""
+        self.ready = self._read(self.start_timeout, "start")
+        return self.ready
+
+    def call(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """Send ``message``; the answer, or :class:`ChildFailed` (the child is then gone)."""
+        self.start()
+        assert self.sock is not None
+        try:
+            self.sock.sendall(json.dumps(message).encode() + b"\n")
+        except OSError:
+            raise self._gone() from None
+        return self._read(timeout, "answer")
+
+    def _read(self, timeout: float, what: str) -> dict[str, Any]:
+        assert self.sock is not None
+        due = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = due - time.monotonic()
+            if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+                self.kill()
+                raise ChildTimedOut(f"did not {what} within {timeout:g} s and was killed")
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                raise self._gone()
+            self.buffer += chunk
+            if len(self.buffer) > MAX_LINE:
+                self.kill()
+                raise ChildBroken(f"sent an answer over {MAX_LINE >> 20} MiB and was killed")
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            self.kill()
+            raise ChildBroken("sent something that is not a JSON object and was killed")
+        return answer
+
+    def _gone(self) -> ChildExited:
+        """The child closed its end: reap it (killing it if it lingers) and say how it ended."""
+        assert self.proc is not None
+        try:
+            code = self.proc.wait(timeout=REAP_S)
+            how = describe_exit(code)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            how = "closed its channel and was killed"
+        self.close()
+        return ChildExited(how)
+
+    def kill(self) -> None:
+        """Kill the child's whole process group (what it started too) and forget it."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                self.proc.kill()
+        self.close()
+
+    def close(self) -> None:
+        """Close our end; a child still running is asked to stop by EOF, then killed after :data:`REAP_S`."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=REAP_S)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except OSError:
+                    self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+
+
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def serve(fd: int, ready: Callable[[], dict[str, Any]], handle: Handler) -> None:
+    """The child's side: send ``ready()``, then answer each line with ``handle(line)`` until EOF.
+
+    The channel is moved off ``fd`` first and stdout is pointed at stderr, so nothing the served code
+    prints can be read as an answer by accident."""
+    channel = socket.socket(fileno=os.dup(fd))
+    os.close(fd)
+    os.dup2(2, 1)
+    reader = channel.makefile("rb")
+
+    def send(answer: dict[str, Any]) -> None:
+        channel.sendall(json.dumps(answer).encode() + b"\n")
+
+    send(ready())
+    for line in reader:
+        send(handle(json.loads(line)))

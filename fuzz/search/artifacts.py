@@ -1,0 +1,42 @@
+"""A finding for an input that killed or hung the harness (a libFuzzer artifact, or the in-flight input
+of a worker that died without a word): what ``gdnfuzz run``'s supervisor and the campaign's crash store
+store when the run itself could not be judged.
+
+Invariant: the signature names the kind (``worker-crash``, ``hang``, ``worker-oom``), the error (the
+exception type named in the worker's last lines, else how the process ended) and the scenario's
+conditions (``fuzz.oracle.signature.artifact_signature``); the bundle keeps the worker's last lines.
+"""
+
+from __future__ import annotations
+
+import re
+
+from fuzz.model.result import RunResult
+from fuzz.oracle.divergence import Divergence
+from fuzz.oracle.finding import Finding
+from fuzz.oracle.signature import artifact_signature
+from fuzz.oracle.verdict import Verdict, class_of_signature
+from fuzz.search.mutate import decode
+
+EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::|$)")
+
+
+def error_in(log_tail: str) -> str | None:
+    """The exception type the worker's last lines name (``ValueError: ...``), if any (libFuzzer's own
+    ``INFO:`` lines name none)."""
+    return next((m.group(1).rsplit(".", 1)[-1] for ln in reversed(log_tail.splitlines())
+                 if (m := EXCEPTION_LINE.match(ln.strip()))), None)
+
+
+def crash_finding(kind: str, data: bytes, log_tail: str, candidate: str, reference: str,
+                  ended: str | None = None, artifact: str | None = None) -> Finding:
+    """The finding for input ``data``; ``ended``: how the worker process ended, where no exception
+    names the error (``exit-code-0``, ``sigkill``)."""
+    scenario = decode(data)
+    error = error_in(log_tail) or ended or "signal"
+    sig = artifact_signature(kind, error, scenario)
+    summary = f"the harness {'hung on' if kind == 'hang' else 'died on'} this input ({error})"
+    details = {"artifact": artifact, "log": log_tail[-4000:]}
+    cls = class_of_signature(sig)
+    verdict = Verdict(cls.status, {cls.name: [Divergence(kind, "candidate", summary, details=details)]})
+    return Finding(sig, scenario, scenario, verdict, candidate, reference, RunResult("sim", candidate, sig))

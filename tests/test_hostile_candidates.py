@@ -1,0 +1,130 @@
+"""A candidate can never fake a pass (issue 24): its code runs in sandbox children, never in the process
+that decides, so ``os._exit(0)`` or a loop that swallows every exception, in the split's body, in a
+default argument or at import, makes ``replay``, ``ci``, ``run`` and ``bisect`` fail (never exit 0),
+with their reports written."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+from checkout_fixtures import SCHEDULER, make_checkout, replace_split
+from conftest import seed_case
+from lifecycle_fixtures import real_bundle
+
+from fuzz.cli import main
+from fuzz.model.policies import MisplacedCall, resolve_policy
+from fuzz.sandbox.scope import deciding
+
+ROOT = Path(__file__).resolve().parent.parent
+SIGNATURE = "(self, request, num_new_tokens, num_new_local_computed_tokens=0, num_external_computed_tokens=0"
+EXITS = "__import__('os')._exit(0)"
+# A loop the in-process deadline cannot end: it swallows DeadlineExceeded with everything else.
+SWALLOWS = "exec('while True:\\n try: __import__(\"time\").sleep(0.01)\\n except BaseException: pass')"
+
+
+def split_source(name: str, act: str, where: str) -> str:
+    """A split named ``name`` that does ``act`` in its body, in a default argument, or at import."""
+    if where == "body":
+        return f"def {name}{SIGNATURE}):\n    {act}\n    return num_new_tokens\n"
+    if where == "default":
+        return f"def {name}{SIGNATURE}, _hostile={act}):\n    return num_new_tokens\n"
+    return f"{act}\ndef {name}{SIGNATURE}):\n    return num_new_tokens\n"
+
+
+def hostile_file(tmp_path: Path, act: str, where: str) -> str:
+    path = tmp_path / f"hostile_{where}.py"
+    path.write_text(split_source("split", act, where))
+    return f"{path}:split"
+
+
+def hostile_checkout(root: Path, act: str, where: str) -> Path:
+    make_checkout(root)
+    replace_split(root, textwrap.indent(split_source("_mamba_block_aligned_split", act, where), "    "))
+    return root
+
+
+@pytest.mark.slow
+def test_a_split_that_exits_the_process_is_a_finding_of_its_run(tmp_path, capsys):
+    code = main(["replay", str(seed_case()), "--candidate", hostile_file(tmp_path, EXITS, "body"), "--json"])
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 1 and row["verdict"] == "diverged" and row["side"] == "candidate"
+    assert row["signature"].startswith("process-exit") and "exited (exit code 0)" in row["kind"]
+
+
+@pytest.mark.slow
+def test_a_split_that_swallows_the_deadline_is_killed_and_a_hang(tmp_path, capsys):
+    code = main(["replay", str(seed_case()), "--candidate", hostile_file(tmp_path, SWALLOWS, "body"),
+                 "--deadline", "2", "--json"])
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 1 and row["signature"].startswith("hang") and "was killed" in row["kind"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["default", "import"])
+def test_a_policy_that_exits_while_loading_is_exit_2(tmp_path, capsys, where):
+    assert main(["replay", str(seed_case()), "--candidate", hostile_file(tmp_path, EXITS, where)]) == 2
+    assert "the process loading it exited (exit code 0)" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_deciding_process_never_calls_a_sandboxed_split(tmp_path):
+    with deciding():
+        policy = resolve_policy(hostile_file(tmp_path, EXITS, "body"))
+    assert policy.elsewhere and policy.defined_at() == (str(tmp_path / "hostile_body.py"), 1)
+    with pytest.raises(MisplacedCall):
+        policy.split(None, None, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("where", "code", "case"), [("body", 1, "process-exit"), ("default", 2, "policy-not-loadable")])
+def test_ci_fails_and_writes_its_reports(tmp_path, capsys, where, code, case):
+    checkout = hostile_checkout(tmp_path / "checkout", EXITS, where)
+    corpus = tmp_path / "corpus"
+    (corpus / "regressions").mkdir(parents=True)
+    shutil.copy(seed_case(), corpus / "regressions")
+    out = tmp_path / "out"
+    assert main(["ci", "--candidate", str(checkout), "--corpus", str(corpus), "--fuzz-time", "0",
+                 "--out", str(out)]) == code
+    junit = (out / "junit.xml").read_text()
+    assert 'failures="1"' in junit and case in junit
+    assert case in (out / "summary.md").read_text() and (out / "gdnfuzz.sarif").is_file()
+
+
+@pytest.mark.slow
+def test_run_stores_the_input_a_worker_died_on_without_a_word(tmp_path):
+    corpus = tmp_path / "corpus"
+    (corpus / "seeds").mkdir(parents=True)
+    shutil.copy(seed_case(), corpus / "seeds")
+    out = subprocess.run(
+        [sys.executable, "-m", "fuzz.cli", "run", "--candidate", hostile_file(tmp_path, EXITS, "body"), "--runs", "5",
+         "--max-time", "0", "--corpus", str(corpus), "--crashes", str(tmp_path / "crashes")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 1, out.stderr[-2000:]
+    [bundle] = [d for d in (tmp_path / "crashes").iterdir() if (d / "verdict.json").exists()]
+    assert bundle.name.startswith("worker-crash-exit-code-0")
+    assert json.loads((bundle / "scenario.json").read_text())["requests"]
+    assert "worker 0 exited (exit code 0)" in (tmp_path / "crashes" / "harness-crashes.log").read_text()
+
+
+@pytest.mark.slow
+def test_bisect_over_a_revision_that_exits_is_not_a_pass(tmp_path, capsys):
+    repo = make_checkout(tmp_path / "vllm")
+    git = ["git", "-C", str(repo), "-c", "user.name=dev", "-c", "user.email=dev@example.invalid"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "installed"], check=True)
+    hostile_checkout(tmp_path / "hostile", EXITS, "body")
+    shutil.copyfile(tmp_path / "hostile" / SCHEDULER, repo / SCHEDULER)
+    subprocess.run([*git, "commit", "-qam", "a split that exits"], check=True)
+    bundle = real_bundle(tmp_path / "crashes")
+    bad = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert main(["bisect", str(bundle), "--checkout", str(repo), "--good", "HEAD~1", "--bad", "HEAD"]) == 2
+    assert "--bad" in capsys.readouterr().err
+    assert not list(Path(tempfile.gettempdir()).glob(f"gdnfuzz-rev-{bad[:12]}-*"))  # no checkout left behind
