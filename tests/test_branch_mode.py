@@ -63,3 +63,36 @@ def test_a_branch_needing_what_the_installed_vllm_lacks_is_one_line_exit_2(tmp_p
     assert "needs what the installed vLLM 0.32.0 lacks: cannot import name" in message
     assert raised.value.exit_code == 2
     executor_for("sim").close()
+
+
+@pytest.mark.slow
+def test_a_branch_that_loops_while_loading_is_one_line_exit_2_within_its_bound(tmp_path):
+    from workers.sim.branch import BranchError, BranchRunner
+
+    root = make_checkout(tmp_path / "loops")
+    edit(root, SCHEDULER, "from vllm.v1.request import Request, RequestStatus, StreamingUpdate\n",
+         "from vllm.v1.request import Request, RequestStatus, StreamingUpdate\nwhile True:\n    pass\n")
+    scenario, _ = load_scenario(PARTIAL)
+    runner = BranchRunner(str(root), start_timeout=20)
+    with pytest.raises(BranchError) as raised:
+        runner.run(scenario, "branch")
+    assert "the process loading the branch did not start within 20 s and was killed" in str(raised.value)
+    assert raised.value.exit_code == 2
+    assert not runner.child.alive
+
+
+@pytest.mark.slow
+def test_a_branch_that_exits_while_splitting_is_a_process_exit_fault_never_a_run(tmp_path):
+    from workers.sim.branch import BranchRunner
+
+    root = make_checkout(tmp_path / "exits")
+    edit(root, SCHEDULER, "    def _mamba_block_aligned_split(\n",
+         "    def _mamba_block_aligned_split(*args, **kwargs):\n        import os\n        os._exit(0)\n\n"
+         "    def _unused_split(\n")
+    scenario, _ = load_scenario(PARTIAL)
+    runner = BranchRunner(str(root))
+    result = runner.run(scenario, "branch")
+    assert [f.kind for f in result.faults] == ["process-exit"]
+    assert "exited (exit code 0) during this run" in result.faults[0].detail
+    assert not result.requests
+    runner.close()

@@ -39,6 +39,18 @@ def sandboxed_specs(policy: Policy, reference: Policy | None) -> tuple[str, ...]
     return tuple(sorted(s for s in specs if not is_builtin(s)))
 
 
+def run_bound() -> float:
+    """How long the parent waits for a child's run: the tier's deadline, which the child keeps, plus
+    :data:`GRACE_S`."""
+    return deadline_seconds() + GRACE_S
+
+
+def unanswered(exc: ChildFailed, running: str) -> Fault:
+    """The fault of a run whose child never answered: ``hang`` past the bound, ``process-exit`` otherwise."""
+    kind = "hang" if isinstance(exc, ChildTimedOut) else "process-exit"
+    return Fault(kind, f"the process running {running} {exc.how} during this run")
+
+
 class Domains:
     """One child per set of sandboxed specs, the most recently used :data:`KEPT` kept running."""
 
@@ -78,15 +90,14 @@ class SandboxedExecutor(BaseExecutor):
                    "policy": {"spec": policy.spec, "follows": policy.follows},
                    "reference": reference.spec if reference is not None else None}
         try:
-            answer = self.domains.child(specs).call(request, deadline_seconds() + GRACE_S)
+            answer = self.domains.child(specs).call(request, run_bound())
             if "run" in answer:
                 result = RunResult.from_dict(answer["run"])
                 result.policy = policy.name
                 return result
         except ChildFailed as exc:
-            kind = "hang" if isinstance(exc, ChildTimedOut) else "process-exit"
-            return RunResult(self.tier, policy.name, scenario.scenario_id(), faults=[
-                Fault(kind, f"the process running {' and '.join(specs)} {exc.how} during this run")])
+            return RunResult(self.tier, policy.name, scenario.scenario_id(),
+                             faults=[unanswered(exc, " and ".join(specs))])
         except (KeyError, TypeError, ValueError) as exc:
             return RunResult(self.tier, policy.name, scenario.scenario_id(), faults=[
                 Fault("process-exit", f"the process running {' and '.join(specs)} sent a run that does not "

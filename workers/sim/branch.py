@@ -3,33 +3,31 @@
 ``BranchRunner(checkout).run(scenario)`` ships the scenario to a child interpreter whose import
 system serves the modules ``fuzz.model.checkout.overlay_modules`` lists (``vllm/v1/core/**``,
 ``vllm/v1/request.py``, ``vllm/v1/kv_cache_interface.py``) from the checkout instead of the installed
-vLLM (``workers.sim.branch_child``), runs it there on the sim tier under the branch's own split (the ``vllm`` policy, which reads the
-split off whatever ``Scheduler`` is imported), and gets the ``RunResult`` back as a dict.
+vLLM (``workers.sim.branch_child``), runs it there on the sim tier under the branch's own split (the
+``vllm`` policy, which reads the split off whatever ``Scheduler`` is imported), and gets the
+``RunResult`` back as JSON over ``fuzz.sandbox.channel`` (never pickle: the branch's code is not trusted).
 
 Invariants:
 - Isolation: the reference and the truth keep running in the caller on the installed vLLM; no
   module of the checkout is ever imported into the caller.
 - The child installs its finder before anything imports vLLM, and never writes bytecode into the
   checkout.
-- A branch that needs something the installed vLLM lacks (a name it imports, a module it expects)
-  fails at start with :class:`BranchError` (exit 2), one line saying what is missing; an exception
-  while a scenario runs is a fault of that run, as on the installed side.
+- Every wait is bounded: loading the branch by ``LOAD_TIMEOUT_S``, a run by the tier's deadline plus
+  the sandbox's grace (``fuzz.sandbox.executor.run_bound``).
+- A branch that needs something the installed vLLM lacks (a name it imports, a module it expects), or
+  whose loading exits or passes its bound, fails at start with :class:`BranchError` (exit 2), one line
+  saying what happened; an exception while a scenario runs is a fault of that run, as on the installed
+  side, and a child that exits or hangs during a run is a ``process-exit`` or ``hang`` fault.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-from multiprocessing.connection import Connection
-from pathlib import Path
-
 from fuzz.errors import ConfigRejected, InputError
-from fuzz.model.result import RunResult
+from fuzz.model.result import Fault, RunResult
 from fuzz.model.scenario import Scenario
-
-ROOT = Path(__file__).resolve().parents[2]
+from fuzz.sandbox.channel import ChildFailed, JsonChild
+from fuzz.sandbox.executor import run_bound, unanswered
+from fuzz.sandbox.scope import LOAD_TIMEOUT_S
 
 
 class BranchError(InputError):
@@ -37,61 +35,37 @@ class BranchError(InputError):
 
 
 class BranchRunner:
-    """The caller's side: one warm child per checkout, started on first use."""
+    """The caller's side: one warm child per checkout, started on first use and after it is gone."""
 
-    def __init__(self, checkout: str):
+    def __init__(self, checkout: str, start_timeout: float = LOAD_TIMEOUT_S):
         self.checkout = checkout
-        self._child: subprocess.Popen[bytes] | None = None
-        self._conn: Connection | None = None
+        self.child = JsonChild("workers.sim.branch_child", [checkout], start_timeout)
 
-    def _start(self) -> Connection:
-        if self._conn is not None and self._child is not None and self._child.poll() is None:
-            return self._conn
-        self.close()
-        ours, theirs = socket.socketpair()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        self._child = subprocess.Popen(
-            [sys.executable, "-c", f"from workers.sim.branch_child import serve; serve({self.checkout!r}, {theirs.fileno()})"],
-            pass_fds=[theirs.fileno()], env=env, cwd=os.getcwd())
-        theirs.close()
-        self._conn = Connection(ours.detach())
-        status, payload = self._receive()
-        if status != "ready":
-            self.close()
-            raise BranchError(f"branch:{self.checkout}: {payload}")
-        return self._conn
-
-    def _receive(self) -> tuple[str, object]:
-        assert self._conn is not None and self._child is not None
+    def _start(self) -> None:
         try:
-            return self._conn.recv()
-        except (EOFError, OSError):
-            return "error", f"the candidate process died (exit code {self._child.wait()})"
+            ready = self.child.start()
+        except ChildFailed as exc:
+            raise BranchError(f"branch:{self.checkout}: the process loading the branch {exc.how}") from None
+        if "error" in ready:
+            self.child.close()
+            raise BranchError(f"branch:{self.checkout}: {ready['error']}")
 
     def run(self, scenario: Scenario, policy_name: str) -> RunResult:
-        """``scenario`` under the branch's whole scheduling code; a dead child is an exception fault."""
-        from fuzz.model.result import Fault
-
-        conn = self._start()
-        conn.send(scenario.to_dict())
-        status, payload = self._receive()
-        if status == "ok":
-            result = RunResult.from_dict(payload)  # type: ignore[arg-type]
+        """``scenario`` under the branch's whole scheduling code; a child that never answers is a fault."""
+        self._start()
+        try:
+            answer = self.child.call({"scenario": scenario.to_dict()}, run_bound())
+        except ChildFailed as exc:
+            return RunResult(tier="sim", policy=policy_name, scenario_id=scenario.scenario_id(),
+                             faults=[unanswered(exc, f"branch:{self.checkout}")])
+        if "run" in answer:
+            result = RunResult.from_dict(answer["run"])
             result.policy = policy_name
             return result
-        if status == "rejected":
-            raise ConfigRejected(str(payload))
-        self.close()
+        if "rejected" in answer:
+            raise ConfigRejected(str(answer["rejected"]))
         return RunResult(tier="sim", policy=policy_name, scenario_id=scenario.scenario_id(),
-                         faults=[Fault(kind="exception", detail=str(payload))])
+                         faults=[Fault(kind="exception", detail=str(answer.get("error", answer)))])
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-        if self._child is not None:
-            try:
-                self._child.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._child.kill()
-                self._child.wait()
-        self._child = self._conn = None
+        self.child.close()

@@ -1,6 +1,10 @@
 """The candidate process of whole-branch mode (``workers.sim.branch``): the checkout's scheduling code
 served in place of the installed modules, scenarios run on the sim tier under the branch's own split.
 
+``python -m workers.sim.branch_child FD CHECKOUT``; over ``fuzz.sandbox.channel``: ready is ``{}`` or
+``{"error": one line}``; each ``{"scenario": {...}}`` is answered ``{"run": RunResult}``,
+``{"rejected": one line}`` or ``{"error": one line}``.
+
 Invariant: :class:`CheckoutFinder` is first on ``sys.meta_path`` before anything imports vLLM, so every
 import of an overlaid module (``fuzz.model.checkout.overlay_modules``), by the branch or by the
 installed vLLM, gets the checkout's file; no bytecode is written into the checkout.
@@ -13,13 +17,14 @@ import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
-from multiprocessing.connection import Connection
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from fuzz.errors import ConfigRejected
 from fuzz.model.checkout import overlay_modules
 from fuzz.model.scenario import Scenario
+from fuzz.sandbox.channel import serve
 from workers.sim.branch import BranchError
 
 
@@ -53,29 +58,36 @@ def _import_branch(finder: CheckoutFinder) -> None:
                               f"{type(exc).__name__}: {exc}") from None
 
 
-def serve(checkout: str, fd: int) -> None:
-    """Child main: overlay the checkout, then run scenarios until EOF (replies: ok / rejected / error)."""
+def main(fd: int, checkout: str) -> None:
+    """Overlay the checkout, load the branch (its failure is the ready line), then run scenarios until EOF."""
     sys.dont_write_bytecode = True
     finder = CheckoutFinder(Path(checkout))
     sys.meta_path.insert(0, finder)
-    conn = Connection(fd)
-    try:
-        _import_branch(finder)
-    except BranchError as exc:
-        conn.send(("error", str(exc)))
-        return
-    from fuzz.model.policies import resolve_policy
-    from workers.sim.executor import SimExecutor
+    runner: dict[str, Any] = {}
 
-    executor, branch_split = SimExecutor(), resolve_policy("vllm")
-    conn.send(("ready", None))
-    while True:
+    def ready() -> dict[str, Any]:
         try:
-            scenario_dict = conn.recv()
-        except EOFError:
-            return
+            _import_branch(finder)
+        except BranchError as exc:
+            return {"error": str(exc)}
+        from fuzz.model.policies import resolve_policy
+        from workers.sim.executor import SimExecutor
+
+        runner.update(executor=SimExecutor(), split=resolve_policy("vllm"))
+        return {}
+
+    def handle(request: dict[str, Any]) -> dict[str, Any]:
+        if not runner:
+            return {"error": "the branch did not load"}
         try:
-            result = executor.run(Scenario.from_dict(scenario_dict), branch_split)
-            conn.send(("ok", result.to_dict()))
+            return {"run": runner["executor"].run(Scenario.from_dict(request["scenario"]), runner["split"]).to_dict()}
         except ConfigRejected as exc:
-            conn.send(("rejected", str(exc)))
+            return {"rejected": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - a fault of this run, as on the installed side
+            return {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+
+    serve(fd, ready, handle)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2])
