@@ -19,9 +19,9 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -51,7 +51,7 @@ class Reply:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class FakeGitHub:
@@ -215,10 +215,8 @@ def serving() -> Iterator[FakeGitHub]:
                 self.send_header(name, value)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            try:
+            with suppress(BrokenPipeError, ConnectionResetError):  # the client gave up on a slow answer
                 self.wfile.write(data)
-            except (BrokenPipeError, ConnectionResetError):  # the client gave up on a slow answer
-                pass
 
         do_GET = do_POST = do_PATCH = _serve
 
