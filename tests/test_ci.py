@@ -7,6 +7,7 @@ Replay-only (``--fuzz-time 0``) on two corpus files, so each call is a few secon
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -18,6 +19,7 @@ from checkout_fixtures import SCHEDULER, make_checkout, replace_split
 from test_issue_filing import TOKEN, server  # noqa: F401  (the loopback GitHub fixture)
 
 from fuzz.cli import main
+from fuzz.triage.ci import CiPaths, prepare_fuzz_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = Path(__file__).parent / "data" / "schemas"
@@ -137,3 +139,12 @@ def test_open_issues_that_cannot_be_read_do_not_fail_a_run_that_found_nothing(
     assert _ci(corpus, checkouts["current"], out, "--baseline-issues", server.repo) == 0
     summary = (out / "summary.md").read_text()
     assert summary.startswith("**gdnfuzz: passed**") and "The baseline could not be read" in summary
+
+
+def test_a_fifo_in_the_corpus_is_skipped_with_a_note_and_never_copied(tmp_path, corpus, checkouts, capsys):
+    fifo = corpus / "regressions" / "zz.json"
+    os.mkfifo(fifo)
+    assert _ci(corpus, checkouts["current"], tmp_path / "out") == 0
+    assert f"gdnfuzz ci: skipped {fifo}: not a regular file (a FIFO)" in capsys.readouterr().err
+    prepare_fuzz_corpus(corpus, CiPaths(tmp_path / "out"))  # what the fuzzing phase starts from
+    assert sorted(p.name for p in (tmp_path / "out" / "corpus" / "regressions").iterdir()) == sorted(FILES)

@@ -70,7 +70,8 @@ def cmd_ci(args: argparse.Namespace) -> int:
     candidate = resolve_policy(candidate_spec(args.candidate, args.candidate_mode))
     reference = resolve_policy(args.reference)
     baseline, source, baseline_error = _baseline(args)
-    files = corpus_files(Path(args.corpus))
+    files = corpus_files(Path(args.corpus), lambda path, why: print(f"gdnfuzz ci: skipped {path}: {why}",
+                                                                      file=sys.stderr))
     paths = CiPaths(Path(args.out))
     paths.out.mkdir(parents=True, exist_ok=True)
     report = CiReport(candidate, reference, replay_corpus(files, candidate, reference, args.fail_on), baseline, source,
