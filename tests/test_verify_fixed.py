@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from bundle_fixtures import write_bundle
 from github_server import TOKEN, FakeGitHub, serving
 from lifecycle_fixtures import HISTORY, ROOT, real_bundle, vllm_history
 
@@ -181,3 +182,15 @@ def test_a_recorded_issue_that_is_gone_is_one_line_and_the_next_bundle_goes_on(t
     assert f"{kept.name}: fixed (0/1 tries) [already verified against this candidate]; issue octo/vllm#1: " \
            "closed earlier (nothing sent)" in out
     assert len(server.writes()) == writes
+
+
+def test_an_oversized_bundle_that_sorts_first_is_one_line_and_the_rest_are_verified(tmp_path, capsys):
+    crashes = tmp_path / "crashes"
+    big = write_bundle(crashes, "aaa-oversized")
+    with open(big / "original.json", "r+b") as f:
+        f.truncate(1 << 30)  # sparse: a gigabyte on paper
+    good = real_bundle(crashes)
+    assert main(["verify-fixed", str(crashes), "--tries", "1"]) == ExitCode.BAD_INPUT  # nothing reproduces
+    out = capsys.readouterr().out
+    assert f"aaa-oversized: not verified: {big / 'original.json'}: <file>: larger than" in out
+    assert f"{good.name}: fixed (0/1 tries)" in out and "1 fixed, 0 flaky, 0 unverifiable, 1 not verified" in out
