@@ -6,7 +6,8 @@ The history is ``git rev-list --first-parent --reverse OLD..NEW``, where OLD is 
 checkout (``fuzz.model.revision``) and run as a candidate in split-only or whole-branch mode
 (``fuzz.triage.candidate``); one try of the bundle there (``fuzz.triage.verify.trial``) says:
 
-- ``reproduces``: it counts the bundle's signature;
+- ``reproduces``: it counts the bundle's signature (a try looks for no root cause, so it names what it
+  saw after its symptom: the bundle's ``symptom`` counts too);
 - ``clean``: it counts nothing;
 - ``skipped``: it cannot be loaded against the installed vLLM (no split, a syntax error, a name the
   installed vLLM lacks, a branch child refusing) or it counts another finding, which says nothing
@@ -123,7 +124,7 @@ def bisect(bundle: CrashBundle, checkout: Path, good: str, bad: str, fixed: bool
         except RevisionError as exc:  # the revision's split cannot be loaded here
             return f"skipped: {exc}"
         loaded.add(sha)
-        if got.signature == bundle.signature:
+        if got.signature in (bundle.signature, bundle.verdict.get("symptom")):  # a try names by symptom
             return "reproduces"
         return "clean" if not got.hit else f"skipped: it counts another finding, {got.signature}"
 
