@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,10 @@ def test_a_branch_needing_what_the_installed_vllm_lacks_is_one_line_exit_2(tmp_p
     assert "needs what the installed vLLM 0.32.0 lacks: cannot import name" in message
     assert raised.value.exit_code == 2
     executor_for("sim").close()
+
+
+def test_changed_files_read_binary_sources_and_never_open_a_fifo(tmp_path):
+    root = make_checkout(tmp_path / "checkout")
+    (root / "vllm" / "v1" / "core" / "blob.py").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    os.mkfifo(root / "vllm" / "v1" / "core" / "pipe.py")
+    assert [c.path for c in changed_files(root)] == ["vllm/v1/core/blob.py"]
