@@ -311,3 +311,15 @@ def test_the_dashboard_never_opens_a_fifo_named_issue_json(tmp_path):
     os.mkfifo(write_bundle(tmp_path / "crashes", "poisoned-slot-seed") / "issue.json")
     [row] = _within(5, lambda: scan_crashes(tmp_path / "crashes"))
     assert row.issue_url is None and row.error is None
+
+
+def test_a_sparse_gigabyte_in_a_queue_is_read_as_libfuzzer_reads_it(tmp_path):
+    from fuzz.model.scenario import Scenario
+    from fuzz.triage.coverage import read_input
+
+    entry = tmp_path / "queue-entry"
+    with open(entry, "wb") as f:
+        f.write(seed_case().read_bytes())
+        f.truncate(1 << 30)
+    start = time.monotonic()
+    assert isinstance(read_input(entry), Scenario) and time.monotonic() - start < 2
