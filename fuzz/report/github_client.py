@@ -55,8 +55,9 @@ class FilingError(ToolError):
 
 @dataclass(frozen=True)
 class Patience:
-    """How long one call may take: ``max_wait`` seconds of waiting for the server in all (its
-    ``Retry-After``, backoffs, answers), each request at most ``request_timeout`` seconds."""
+    """How long one call may take: no wait (a ``Retry-After``, a backoff) starts that would end more than
+    ``max_wait`` seconds after the call began, and each request takes at most ``request_timeout`` seconds,
+    so a call ends within ``max_wait + request_timeout`` seconds whatever the server does."""
 
     max_wait: float = 60.0
     request_timeout: int = 20
