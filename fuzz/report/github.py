@@ -62,11 +62,15 @@ class FileIssueResult:
     written: list[Path] = field(default_factory=list)
 
 
+def _check_repo(repo: str) -> None:
+    if not REPO_RE.fullmatch(repo):
+        raise FilingError(f"--repo: expected owner/name, got {repo!r}", bad_input=True)
+
+
 def check_tracker(repo: str, api_url: str | None = None) -> None:
     """Everything about a tracker that can be wrong before a request is sent (``--repo``, the token, the API
     URL, the wait limits): a FilingError with ``bad_input`` (exit 2), so a run stops before its first bundle."""
-    if not REPO_RE.fullmatch(repo):
-        raise FilingError(f"--repo: expected owner/name, got {repo!r}", bad_input=True)
+    _check_repo(repo)
     with session(api_url):
         pass
 
@@ -78,8 +82,7 @@ def file_issue(bundle_dir: str | Path, repo: str, dry_run: bool, api_url: str | 
     run records what it did in ``issue.json`` (repo, number, url, action).
     """
     bundle = load_bundle(bundle_dir)
-    if not REPO_RE.fullmatch(repo):
-        raise FilingError(f"--repo: expected owner/name, got {repo!r}", bad_input=True)
+    _check_repo(repo)
     title, body = issue_title(bundle), issue_body(bundle)
     if dry_run:
         out = bundle.path / "issue.md"
@@ -161,8 +164,7 @@ def sync_issue(bundle_dir: str | Path, repo: str, record: dict[str, Any], api_ur
     Returns ``{repo, number, action}`` with action ``closed``, ``reopened``, ``left closed`` (and the
     ``reason``), ``none`` or ``no issue``."""
     bundle = load_bundle(bundle_dir)
-    if not REPO_RE.fullmatch(repo):
-        raise FilingError(f"--repo: expected owner/name, got {repo!r}", bad_input=True)
+    _check_repo(repo)
     with session(api_url) as tracker:
         return _sync(tracker, bundle, repo, record)
 
