@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+from checkout_fixtures import SCHEDULER, make_checkout, replace_split
+from conftest import seed_case
 from lifecycle_fixtures import HISTORY, real_bundle, vllm_history
 
 from fuzz.cli import main
+from fuzz.model.revision import RevisionError, materialized
 from fuzz.report.issue import issue_body
 from fuzz.store.bundle import BundleError, load_bundle
 from fuzz.triage.bisect import search
@@ -141,3 +145,65 @@ def test_bad_lifecycle_fields_name_file_and_field(tmp_path, capsys, field, value
     assert main(["verify-fixed", str(bundle)]) == 2
     err = capsys.readouterr().err
     assert f"verdict.json: {where}:" in err and len(err.strip().splitlines()) == 1
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _commit(repo: Path, subject: str) -> str:
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=dev", "-c", "user.email=dev@example.invalid", "commit", "-q", "-m", subject)
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def test_a_binary_scheduler_in_a_checkout_is_one_line_exit_2(tmp_path, capsys):
+    scheduler = tmp_path / "checkout" / SCHEDULER
+    scheduler.parent.mkdir(parents=True)
+    scheduler.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff" * 8)
+    assert main(["replay", str(seed_case()), "--candidate", str(tmp_path / "checkout")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{scheduler}: not UTF-8 text (byte 0)" in err[0], err
+
+
+@pytest.mark.parametrize("target", ["/etc/passwd", "../../../../../../etc/passwd"])
+def test_a_revision_with_a_link_out_of_the_tree_is_refused_naming_it(tmp_path, target):
+    repo = tmp_path / "repo"
+    (repo / "vllm" / "v1" / "core").mkdir(parents=True)
+    (repo / "vllm" / "v1" / "core" / "__init__.py").write_text("")
+    (repo / "vllm" / "v1" / "core" / "evil.py").symlink_to(target)
+    _git(repo, "init", "-q", "-b", "main")
+    sha = _commit(repo, "a link out of the tree")
+    with pytest.raises(RevisionError, match=f"{sha[:12]}: vllm/v1/core/evil.py: a link to {target!r}, outside"), \
+            materialized(repo, sha):
+        pass
+    assert not list(Path(tempfile.gettempdir()).glob(f"gdnfuzz-rev-{sha[:12]}-*"))  # nothing left behind
+
+
+@pytest.mark.slow
+def test_bisect_skips_a_binary_scheduler_and_a_link_out_of_the_tree(tmp_path, capsys):
+    repo = make_checkout(tmp_path / "vllm")
+    scheduler = repo / SCHEDULER
+    installed = scheduler.read_text()
+    _git(repo, "init", "-q", "-b", "main")
+    good = _commit(repo, "[Core] v1 core as installed")
+    scheduler.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff" * 8)
+    binary = _commit(repo, "[Misc] A binary scheduler")
+    scheduler.write_text(installed)
+    (repo / "vllm" / "v1" / "core" / "evil.py").symlink_to("/etc/passwd")
+    link = _commit(repo, "[Misc] A link out of the tree")
+    (repo / "vllm" / "v1" / "core" / "evil.py").unlink()
+    replace_split(repo)
+    first_bad = _commit(repo, "[Core] The pre-#51113 split")
+    (repo / "VERSION").write_text("0.33.0.dev\n")
+    bad = _commit(repo, "[Misc] Bump version")
+    bundle = _bundle(tmp_path)
+    assert main(["bisect", str(bundle), "--checkout", str(repo), "--good", good, "--bad", bad]) == 0
+    out = capsys.readouterr().out
+    print(out)
+    assert f"{binary[:12]} [Misc] A binary scheduler: skipped: " in out and "not UTF-8 text" in out
+    assert f"{link[:12]} [Misc] A link out of the tree: skipped: " in out
+    assert "vllm/v1/core/evil.py: a link to '/etc/passwd', outside the tree" in out
+    assert f"the first bad revision is one of {binary[:12]}, {link[:12]}, {first_bad[:12]}" in out
+    assert load_bundle(bundle).verdict["regression_range"]["skipped"] == [link, binary]
+    _untouched(repo, bad)

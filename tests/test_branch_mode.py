@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,10 @@ def test_a_branch_that_exits_while_splitting_is_a_process_exit_fault_never_a_run
     assert "exited (exit code 0) during this run" in result.faults[0].detail
     assert not result.requests
     runner.close()
+
+
+def test_changed_files_read_binary_sources_and_never_open_a_fifo(tmp_path):
+    root = make_checkout(tmp_path / "checkout")
+    (root / "vllm" / "v1" / "core" / "blob.py").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
+    os.mkfifo(root / "vllm" / "v1" / "core" / "pipe.py")
+    assert [c.path for c in changed_files(root)] == ["vllm/v1/core/blob.py"]

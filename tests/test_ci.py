@@ -7,6 +7,7 @@ Replay-only (``--fuzz-time 0``) on two corpus files, so each call is a few secon
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -18,6 +19,7 @@ from checkout_fixtures import SCHEDULER, make_checkout, replace_split
 from test_issue_filing import TOKEN, server  # noqa: F401  (the loopback GitHub fixture)
 
 from fuzz.cli import main
+from fuzz.triage.ci import CiPaths, prepare_fuzz_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = Path(__file__).parent / "data" / "schemas"
@@ -104,3 +106,45 @@ def test_malformed_baseline_line_names_file_and_line(tmp_path, corpus, checkouts
     bad.write_text("poison-x\nnot a signature\n")
     assert _ci(corpus, checkouts["pre"], tmp_path / "out", "--baseline", str(bad)) == 2
     assert f"{bad}: line 2:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fault", ["500", "garbage", "unreachable"])
+def test_open_issues_that_cannot_be_read_are_exit_5_with_every_report_written(
+        tmp_path, corpus, checkouts, server, monkeypatch, capsys, fault):  # noqa: F811
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("GDNFUZZ_GITHUB_MAX_WAIT", "1")
+    monkeypatch.setenv("GITHUB_API_URL", "http://127.0.0.1:9" if fault == "unreachable" else server.base)
+    if fault != "unreachable":
+        server.misbehave("GET", "/repos/octo/vllm/issues", fault, times=100)
+    out = tmp_path / "out"
+    assert _ci(corpus, checkouts["pre"], out, "--baseline-issues", server.repo) == 5
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("**gdnfuzz: ERROR**: the baseline could not be read, so 1 signature(s)")
+    assert "The baseline could not be read: open issues of octo/vllm: GitHub API at" in summary
+    xmlschema.XMLSchema(SCHEMAS / "JUnit.xsd").validate(out / "junit.xml")
+    [error] = ET.parse(out / "junit.xml").getroot().findall(".//error")
+    assert f"signature {SIG} could not be checked" in error.get("message")
+    sarif = json.loads((out / "gdnfuzz.sarif").read_text())
+    jsonschema.validate(sarif, json.loads((SCHEMAS / "sarif-schema-2.1.0.json").read_text()))
+    assert sarif["runs"][0]["invocations"][0]["executionSuccessful"] is False
+    assert TOKEN not in summary + capsys.readouterr().err
+
+
+def test_open_issues_that_cannot_be_read_do_not_fail_a_run_that_found_nothing(
+        tmp_path, corpus, checkouts, server, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
+    monkeypatch.setenv("GITHUB_API_URL", server.base)
+    server.misbehave("GET", "/repos/octo/vllm/issues", "garbage")
+    out = tmp_path / "out"
+    assert _ci(corpus, checkouts["current"], out, "--baseline-issues", server.repo) == 0
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("**gdnfuzz: passed**") and "The baseline could not be read" in summary
+
+
+def test_a_fifo_in_the_corpus_is_skipped_with_a_note_and_never_copied(tmp_path, corpus, checkouts, capsys):
+    fifo = corpus / "regressions" / "zz.json"
+    os.mkfifo(fifo)
+    assert _ci(corpus, checkouts["current"], tmp_path / "out") == 0
+    assert f"gdnfuzz ci: skipped {fifo}: not a regular file (a FIFO)" in capsys.readouterr().err
+    prepare_fuzz_corpus(corpus, CiPaths(tmp_path / "out"))  # what the fuzzing phase starts from
+    assert sorted(p.name for p in (tmp_path / "out" / "corpus" / "regressions").iterdir()) == sorted(FILES)

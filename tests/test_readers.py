@@ -5,18 +5,25 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import seed_case
 
 from fuzz.cli import main
-from fuzz.errors import InputError
+from fuzz.errors import FieldError, InputError
 from fuzz.model import json_input
 from fuzz.model.scenario import ScenarioError, load_scenario
 from fuzz.search.reader_targets import FAMILIES, ReaderTarget, seed_inputs
 from fuzz.store.bundle import BundleError, load_bundle, load_verdict
 from fuzz.store.stats import StatsError, read_stats
+from fuzz.triage.baseline import MAX_BASELINE_BYTES, read_baseline
 
 DATA = Path(__file__).resolve().parent / "data" / "reader_inputs"
 SCENARIO = json.loads(seed_case().read_text())
@@ -219,3 +226,100 @@ def test_reader_targets_accept_their_seeds_and_found_inputs(tmp_path, family):
         target(found.read_bytes())
     for raw, _ in HOSTILE_JSON:
         target(raw)
+
+
+def _within(seconds: float, call: Callable[[], Any]) -> Any:
+    """``call()``, failing the test instead of hanging it when it takes longer than ``seconds``."""
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed back to the test below
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still blocked after {seconds}s"
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
+@pytest.mark.parametrize("kind", ["FIFO", "socket", "character device"])
+def test_a_file_that_is_not_regular_is_refused_without_blocking(tmp_path, kind):
+    keep = socket.socket(socket.AF_UNIX)
+    path = {"FIFO": tmp_path / "f.json", "socket": tmp_path / "s.json", "character device": Path("/dev/zero")}[kind]
+    if kind == "FIFO":
+        os.mkfifo(path)
+    elif kind == "socket":
+        keep.bind(str(path))
+    with keep, pytest.raises(ScenarioError, match=f"<file>: not a regular file \\(a {kind}\\)"):
+        _within(5, lambda: json_input.read_json(path, _fail))
+
+
+def test_a_sparse_gigabyte_is_refused_by_its_size_before_a_byte_is_read(tmp_path):
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(1 << 30)
+    start = time.monotonic()
+    with pytest.raises(ScenarioError, match="larger than 268435456 bytes \\(1073741824 bytes\\)"):
+        json_input.read_json(big, _fail)
+    with pytest.raises(FieldError, match="baseline: cannot be read \\(larger than"):
+        read_baseline(big)
+    assert time.monotonic() - start < 1
+
+
+def test_a_baseline_is_read_a_line_at_a_time(tmp_path):
+    path = tmp_path / "known.txt"
+    path.write_text("# known\nsplit-at-defer-runs-past\r\n\nboth-side-x  # upstream\n")
+    assert read_baseline(path) == {"split-at-defer-runs-past", "both-side-x"}
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(FieldError, match="not a regular file \\(a FIFO\\)"):
+        _within(5, lambda: read_baseline(tmp_path / "fifo"))
+    path.write_bytes(b"ok\n" + b"x" * MAX_BASELINE_BYTES)  # one line past the limit: refused before it is held
+    with pytest.raises(FieldError, match="larger than"):
+        read_baseline(path)
+
+
+def test_replay_of_a_fifo_is_one_line_and_exit_2(tmp_path, capsys):
+    fifo = tmp_path / "x.json"
+    os.mkfifo(fifo)
+    assert _within(30, lambda: main(["replay", str(fifo)])) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{fifo}: <file>: not a regular file (a FIFO)" in err[0], err
+
+
+def test_compare_skips_what_is_not_a_regular_file_in_a_directory_with_a_note(tmp_path, capsys):
+    shutil.copyfile(seed_case(), tmp_path / "a.json")
+    os.mkfifo(tmp_path / "b.json")
+    (tmp_path / "c.json").mkdir()
+    argv = ["compare", str(tmp_path), "--candidate", "pre-51113", "--reference", "vllm"]
+    assert _within(120, lambda: main(argv)) == 0
+    out, err = capsys.readouterr()
+    assert f"skipped {tmp_path / 'b.json'}: not a regular file (a FIFO)" in err
+    assert f"skipped {tmp_path / 'c.json'}: is a directory, not a file" in err
+    assert "1 of 1 scenarios compared" in out
+
+
+def test_the_dashboard_never_opens_a_fifo_named_issue_json(tmp_path):
+    from bundle_fixtures import write_bundle
+
+    from fuzz.report.dashboard import scan_crashes
+
+    os.mkfifo(write_bundle(tmp_path / "crashes", "poisoned-slot-seed") / "issue.json")
+    [row] = _within(5, lambda: scan_crashes(tmp_path / "crashes"))
+    assert row.issue_url is None and row.error is None
+
+
+def test_a_sparse_gigabyte_in_a_queue_is_read_as_libfuzzer_reads_it(tmp_path):
+    from fuzz.model.scenario import Scenario
+    from fuzz.triage.coverage import read_input
+
+    entry = tmp_path / "queue-entry"
+    with open(entry, "wb") as f:
+        f.write(seed_case().read_bytes())
+        f.truncate(1 << 30)
+    start = time.monotonic()
+    assert isinstance(read_input(entry), Scenario) and time.monotonic() - start < 2

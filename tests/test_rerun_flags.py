@@ -35,3 +35,20 @@ def test_run_merge_1_merges(tmp_path, capsys):
     assert code == 0
     assert "gdnfuzz merge (-merge=1):" in capsys.readouterr().out
     assert len(list(out.iterdir())) >= 1
+
+
+@pytest.mark.slow
+def test_prune_names_an_oversized_queue_entry_and_leaves_it_sparse(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    workdir = corpus / "queue" / "fuzzer-0"
+    workdir.mkdir(parents=True)
+    (workdir / "a").write_bytes((ROOT / "corpus" / "regressions" / "pr51113-resume-at-331-partial.json").read_bytes())
+    big = workdir / "big"
+    with open(big, "wb") as f:
+        f.truncate(1 << 30)  # a sparse gigabyte: no block on disk
+    assert main(["prune", "--corpus", str(corpus), "--crashes", str(tmp_path / "crashes")]) == 0
+    out, err = capsys.readouterr()
+    assert f"gdnfuzz prune: skipped {big}: larger than libFuzzer's -max_len (16384 bytes); left as it is" in err
+    assert "gdnfuzz prune: 1 inputs -> " in out and "1 oversized input(s) skipped" in out
+    assert big.stat().st_size == 1 << 30 and big.stat().st_blocks == 0  # never read whole nor rewritten dense
+    assert not list(corpus.rglob("*.tmp")) and sum(p.stat().st_blocks for p in corpus.rglob("*") if p.is_file()) < 64

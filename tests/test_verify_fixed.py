@@ -8,10 +8,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from bundle_fixtures import write_bundle
 from github_server import TOKEN, FakeGitHub, serving
 from lifecycle_fixtures import HISTORY, ROOT, real_bundle, vllm_history
 
 from fuzz.cli import main
+from fuzz.errors import ExitCode
 from fuzz.oracle.finding import environment
 from fuzz.report.github import file_issue
 from fuzz.search.settings import RunSettings
@@ -142,3 +144,53 @@ def test_a_scenario_that_would_not_show_a_wrong_slot_is_never_fixed(tmp_path, ca
     record = json.loads((bundle / "verdict.json").read_text())["verifications"][f"vllm {VLLM}"]
     assert record["status"] == "unverifiable" and record["canary"].startswith("missed")
     assert "0 fixed, 0 flaky, 1 unverifiable" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("reason, labels", [("not_planned", ("gdnfuzz",)), ("completed", ("gdnfuzz", "Won't Fix"))])
+def test_an_issue_a_person_closed_for_good_is_never_reopened(tmp_path, server, capsys, reason, labels):
+    bundle = real_bundle(tmp_path / "crashes")
+    server.add_issue(f"gdnfuzz {bundle.name}: found long ago", state="closed", labels=labels, state_reason=reason)
+    for candidate in ("pre-51113", "naive"):  # it reproduces under both: neither reopens it
+        assert _verify(bundle, server, "--candidate", candidate, "--tries", "1") == 1
+    out = capsys.readouterr().out
+    why = "closed as not planned" if reason == "not_planned" else "labelled \"Won't Fix\""
+    assert out.count(f"issue octo/vllm#1: left closed ({why})") == 2
+    assert server.writes() == [] and server.issues[0]["state"] == "closed"
+    assert load_bundle(bundle).verdict["verifications"]["naive"]["issue"]["action"] == "left closed"
+
+
+def test_a_recorded_issue_that_is_gone_is_one_line_and_the_next_bundle_goes_on(tmp_path, server, capsys):
+    crashes = tmp_path / "crashes"
+    gone = real_bundle(crashes, candidate="naive")  # sorts first
+    kept = real_bundle(crashes)
+    (gone / "issue.json").write_text(json.dumps({"repo": "octo/vllm", "number": 7, "url": None, "action": "opened"}))
+    assert file_issue(kept, "octo/vllm", False, server.base).number == 1
+    server.misbehave("PATCH", "/repos/octo/vllm/issues/1", "500-after")  # closed, the answer lost
+    argv = ["verify-fixed", str(crashes), "--repo", "octo/vllm", "--api-url", server.base, "--tries", "1"]
+    assert main(argv) == ExitCode.INFRASTRUCTURE  # nothing reproduces, one issue could not be brought in line
+    out = capsys.readouterr().out
+    assert f"{gone.name}: fixed (0/1 tries); issue not brought in line (tried again next run): GitHub API at " in out
+    assert "read issue #7 (recorded in" in out and "HTTP 404" in out
+    assert f"{kept.name}: fixed (0/1 tries); issue octo/vllm#1: closed" in out
+    assert server.issues[0]["state"] == "closed" and server.writes().count(("PATCH", "/repos/octo/vllm/issues/1")) == 1
+    assert "2 fixed, 0 flaky, 0 unverifiable, 0 not verified, 1 issue(s) not brought in line" in out
+
+    writes = len(server.writes())
+    assert main(argv) == ExitCode.INFRASTRUCTURE  # the gone one is tried again, the other changes nothing
+    out = capsys.readouterr().out
+    assert f"{gone.name}: fixed (0/1 tries) [already verified against this candidate]; issue not brought" in out
+    assert f"{kept.name}: fixed (0/1 tries) [already verified against this candidate]; issue octo/vllm#1: " \
+           "closed earlier (nothing sent)" in out
+    assert len(server.writes()) == writes
+
+
+def test_an_oversized_bundle_that_sorts_first_is_one_line_and_the_rest_are_verified(tmp_path, capsys):
+    crashes = tmp_path / "crashes"
+    big = write_bundle(crashes, "aaa-oversized")
+    with open(big / "original.json", "r+b") as f:
+        f.truncate(1 << 30)  # sparse: a gigabyte on paper
+    good = real_bundle(crashes)
+    assert main(["verify-fixed", str(crashes), "--tries", "1"]) == ExitCode.BAD_INPUT  # nothing reproduces
+    out = capsys.readouterr().out
+    assert f"aaa-oversized: not verified: {big / 'original.json'}: <file>: larger than" in out
+    assert f"{good.name}: fixed (0/1 tries)" in out and "1 fixed, 0 flaky, 0 unverifiable, 1 not verified" in out

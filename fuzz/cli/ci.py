@@ -3,19 +3,23 @@
 Exit 0: no signature outside the baseline; 1: one or more new signatures (each is a failing JUnit case,
 a SARIF ``new`` result and a row of the summary); 2: bad input (a corpus file, a baseline file, a
 policy, a checkout the installed vLLM cannot run, or, strict by default, a runner mirror not checked
-against the installed vLLM). Everything goes under ``--out`` (``fuzz.triage.ci.CiPaths``).
+against the installed vLLM); 5: ``--baseline-issues`` could not be read (the API unreachable, an error,
+an answer that is not the API's) while a signature outside the rest of the baseline was found: it may
+be known. The reports are written in every one of these cases but bad input, and the summary says why.
+Everything goes under ``--out`` (``fuzz.triage.ci.CiPaths``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from fuzz import package_version
 from fuzz.cli.options import add_fail_on_arg
-from fuzz.errors import ExitCode, InputError
+from fuzz.errors import ExitCode, InputError, ToolError
 from fuzz.model.checkout import BRANCH_PREFIX, CHECKOUT_SCHEDULER_SPLIT
 from fuzz.model.policies import Policy, PolicyError, resolve_policy, runs_elsewhere
 from fuzz.report.ci_report import Case, CiReport, mark_new
@@ -36,18 +40,26 @@ def candidate_spec(candidate: str, mode: str) -> str:
     return BRANCH_PREFIX + candidate
 
 
-def _baseline(args: argparse.Namespace) -> tuple[set[str], str]:
+def _baseline(args: argparse.Namespace) -> tuple[set[str], str, str | None]:
+    """The known signatures, where they come from, and why the open issues could not be read (or None)."""
     known: set[str] = set()
     sources = []
+    error = None
     for path in args.baseline:
         known |= read_baseline(path)
         sources.append(path)
     if args.baseline_issues:
         from fuzz.report.github_baseline import open_issue_signatures
 
-        known |= open_issue_signatures(args.baseline_issues)
-        sources.append(f"open issues of {args.baseline_issues}")
-    return known, " and ".join(sources) or "no baseline"
+        try:
+            known |= open_issue_signatures(args.baseline_issues)
+            sources.append(f"open issues of {args.baseline_issues}")
+        except ToolError as exc:  # the API, not the input: the check runs on, and says so
+            if exc.exit_code != ExitCode.INFRASTRUCTURE:
+                raise
+            error = f"open issues of {args.baseline_issues}: {exc}"
+            print(f"gdnfuzz ci: the baseline could not be read: {error}", file=sys.stderr)
+    return known, " and ".join(sources) or "no baseline", error
 
 
 def cmd_ci(args: argparse.Namespace) -> int:
@@ -62,11 +74,13 @@ def cmd_ci(args: argparse.Namespace) -> int:
     except PolicyError as exc:  # the reports still say why nothing ran, then exit 2
         unloaded = Policy(spec, spec, runs_elsewhere(spec), "not loaded", source=(_source_file(args.candidate), 1))
         _write_reports(args, paths, CiReport(unloaded, unloaded, [Case(
-            spec, "replay", "policy-not-loadable", "error", str(exc), 0.0)], set(), "no baseline"))
+            spec, "replay", "policy-not-loadable", "error", str(exc), 0.0)], set(), "no baseline", None))
         raise
-    baseline, source = _baseline(args)
-    files = corpus_files(Path(args.corpus))
-    report = CiReport(candidate, reference, replay_corpus(files, candidate, reference, args.fail_on), baseline, source)
+    baseline, source, baseline_error = _baseline(args)
+    files = corpus_files(Path(args.corpus), lambda path, why: print(f"gdnfuzz ci: skipped {path}: {why}",
+                                                                      file=sys.stderr))
+    report = CiReport(candidate, reference, replay_corpus(files, candidate, reference, args.fail_on), baseline, source,
+                      baseline_error)
     if args.fuzz_time > 0:
         found, progress = fuzz(Path(args.corpus), paths, candidate, reference, args.fuzz_time, args.jobs, args.seed,
                                args.fail_on, args.minimize_time)
@@ -79,6 +93,8 @@ def cmd_ci(args: argparse.Namespace) -> int:
                                      f"{progress.worker_crashes} harness worker(s) died; each input one was "
                                      f"running is a worker-crash finding in {paths.crashes}", 0.0))
     _write_reports(args, paths, report)
+    if report.unchecked:
+        return ExitCode.INFRASTRUCTURE
     return ExitCode.DIVERGED if report.new_signatures else ExitCode.CLEAN
 
 
@@ -124,7 +140,8 @@ def add_parser(sub: Any) -> None:
                    help="file of known signatures, one a line (# comments); repeatable")
     p.add_argument("--baseline-issues", metavar="OWNER/NAME",
                    help="also treat as known the signatures of this repository's open `gdnfuzz` issues "
-                        "($GITHUB_API_URL, $GITHUB_TOKEN; needs the `issues` extra)")
+                        "($GITHUB_API_URL, $GITHUB_TOKEN; needs the `issues` extra); when the API cannot be read "
+                        "the check still runs and writes its reports, and a signature it cannot clear exits 5")
     p.add_argument("--out", default="gdnfuzz-out",
                    help="the one output directory: corpus/queue (cache it between runs), crashes/, junit.xml, "
                         "gdnfuzz.sarif, summary.md (default gdnfuzz-out)")

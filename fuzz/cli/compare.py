@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from fuzz.cli.options import add_policy_args, policies_of
 from fuzz.errors import ExitCode, InputError
+from fuzz.model import json_input
 from fuzz.model.scenario import Scenario, load_scenario
 from fuzz.store.atomic import atomic_write
 from fuzz.tiers import BOTH, COMPARED, executor_for, tier_help, tiers_of
@@ -23,16 +25,22 @@ from fuzz.triage.compare import compare_costs, hit_agreement, summarize
 
 
 def scenario_files(paths: list[str]) -> list[tuple[str, Scenario]]:
-    """Every scenario named, directories expanded to their ``*.json`` files (sorted), each validated."""
+    """Every scenario named, directories expanded to their regular ``*.json`` files (sorted; anything else so
+    named, a FIFO say, is skipped with a line on stderr), each validated (a file named that is not a
+    regular file is one line, exit 2)."""
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files += sorted(p.glob("*.json"))
-        elif p.is_file():
+            files += json_input.json_files(p, _skipped)
+        elif p.exists():
             files.append(p)
         else:
             raise InputError(f"{p}: no such file or directory")
     return [(str(f), load_scenario(f)[0]) for f in files]
+
+
+def _skipped(path: Path, why: str) -> None:
+    print(f"gdnfuzz compare: skipped {path}: {why}", file=sys.stderr)
 
 
 def _pct(candidate: float, reference: float) -> str:

@@ -7,14 +7,17 @@ import sys
 from typing import Any
 
 from fuzz.errors import ExitCode
-from fuzz.report.github import API_URL_ENV, DEFAULT_API_URL, LABEL, TOKEN_ENV, file_issue
+from fuzz.report.github import LABEL, file_issue
+from fuzz.report.github_client import API_URL_ENV, DEFAULT_API_URL, MAX_WAIT_ENV, TOKEN_ENV
 
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "file-issue",
         help="render a crash bundle as a GitHub issue and file it (or comment on the open one)",
-        description=f"The token is read from ${TOKEN_ENV} only. Issues are labelled {LABEL!r}.",
+        description=f"The token is read from ${TOKEN_ENV} only. Issues are labelled {LABEL!r}. A request answered "
+                    "with an error is tried again only after checking what it left (never two issues or comments), "
+                    f"and one call waits at most ${MAX_WAIT_ENV} seconds (default 60) for the server.",
     )
     parser.add_argument("bundle", help="crash bundle directory, crashes/<signature>")
     parser.add_argument("--repo", required=True, help="owner/name of the GitHub repository")
@@ -26,7 +29,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def cmd_file_issue(args: argparse.Namespace) -> int:
-    """Exit 0 when filed (or rendered), 2 on a bad bundle or usage, 1 when the API call failed."""
+    """Exit 0 when filed (or rendered), 2 on a bad bundle or usage, 5 when the API failed (infrastructure)."""
     result = file_issue(args.bundle, args.repo, args.dry_run, args.api_url)
     if result.action == "dry-run":
         print(f"# {result.title}\n\n{result.body}")

@@ -1,13 +1,15 @@
 """``gdnfuzz prune``: shrink a corpus queue with no loss of coverage (``fuzz.store.corpus_merge.merge_corpus``).
 
 The seeds and regressions are the baseline; ``CORPUS/queue`` (its top level and per-fuzzer working
-directories) becomes the smallest set libFuzzer's set-cover merge picks. Exit 0 once pruned (the queue
-is left unchanged if the merge fails: exit 1).
+directories) becomes the smallest set libFuzzer's set-cover merge picks; an input over libFuzzer's
+``-max_len`` is named and left as it is (never read whole nor copied). Exit 0 once pruned (the queue is
+left unchanged if the merge fails: exit 5).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ from fuzz.cli.merge import add_merge_harness_args
 from fuzz.cli.options import policies_of
 from fuzz.errors import ExitCode, InputError
 from fuzz.search.rerun import merge_settings
-from fuzz.store.corpus_merge import merge_corpus
+from fuzz.store.corpus_merge import MAX_INPUT_BYTES, merge_corpus
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -25,8 +27,12 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if not settings.queue.is_dir():
         raise InputError(f"{settings.queue}: no such directory (nothing to prune)")
     report = merge_corpus(settings.queue, list(settings.committed), settings.child_env(), timeout=args.merge_timeout)
+    for path in report.skipped:
+        print(f"gdnfuzz prune: skipped {path}: larger than libFuzzer's -max_len ({MAX_INPUT_BYTES} bytes); left as it is",
+              file=sys.stderr)
     print(f"gdnfuzz prune: {report.candidates} inputs -> {report.kept} kept, {report.removed} removed "
-          f"({report.features} features, {report.edges} edges over the seeds and regressions) in {report.seconds:.1f}s")
+          f"({report.features} features, {report.edges} edges over the seeds and regressions) in {report.seconds:.1f}s"
+          + (f"; {len(report.skipped)} oversized input(s) skipped" if report.skipped else ""))
     return ExitCode.CLEAN
 
 

@@ -9,31 +9,38 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
-from fuzz.errors import ExitCode, InputError
-from fuzz.report.github import API_URL_ENV, DEFAULT_API_URL, TOKEN_ENV
+from fuzz.errors import InputError
+from fuzz.report.github import check_tracker
+from fuzz.report.github_client import API_URL_ENV, DEFAULT_API_URL, TOKEN_ENV
 from fuzz.store.bundle import VERIFY_STATES
 from fuzz.tiers import TIERS
 from fuzz.triage.candidate import MODES, at_revision, from_spec
-from fuzz.triage.verify import bundles_in, verify_store
+from fuzz.triage.verify import bundles_in, exit_code, verify_store
 
 DEFAULT_TRIES = 3
 
 
 def cmd_verify_fixed(args: argparse.Namespace) -> int:
-    """Exit 1 when a finding still reproduces (or is flaky), 0 otherwise, 2 on bad input."""
+    """Exit 1 when a finding still reproduces (or is flaky); else 5 when a bundle's issue could not be brought
+    in line (the API), 2 when a bundle could not be read, 0 otherwise (``fuzz.triage.verify.exit_code``)."""
     if (args.checkout is None) != (args.revision is None):
         raise InputError("--checkout and --revision go together (a git revision of a vLLM checkout)")
     if args.checkout is not None and args.candidate is not None:
         raise InputError("--candidate: not with --checkout/--revision (the revision is the candidate)")
     bundles = bundles_in([Path(p) for p in args.paths], with_issue=args.with_issue)
+    if args.repo is not None:
+        check_tracker(args.repo, args.api_url)  # a bad --repo, token or URL stops here, before any bundle
     where = at_revision(Path(args.checkout), args.revision, args.mode) if args.checkout is not None \
         else nullcontext(from_spec(args.candidate or "vllm"))
     with where as candidate:
         print(f"verify-fixed: {len(bundles)} bundles against {candidate.label}, {args.tries} tries each")
         outcomes = verify_store(bundles, candidate, args.tries, args.tier, args.repo, args.api_url, print)
-    counts = {s: sum(o.record["status"] == s for o in outcomes) for s in VERIFY_STATES}
-    print("verify-fixed: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
-    return ExitCode.DIVERGED if counts["reproduces"] or counts["flaky"] else ExitCode.CLEAN
+    counts = {s: sum(o.record is not None and o.record["status"] == s for o in outcomes) for s in VERIFY_STATES}
+    unsynced = sum(o.issue_error is not None for o in outcomes)
+    print("verify-fixed: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+          + f", {sum(o.record is None for o in outcomes)} not verified"
+          + (f", {unsynced} issue(s) not brought in line" if args.repo is not None else ""))
+    return exit_code(outcomes)
 
 
 def add_parser(sub: Any) -> None:

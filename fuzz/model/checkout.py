@@ -41,10 +41,10 @@ def module_name(relative: Path) -> str:
 
 
 def overlay_files(root: Path) -> list[Path]:
-    """The checkout's files that whole-branch mode brings, relative to ``root``."""
+    """The checkout's files that whole-branch mode brings, relative to ``root`` (regular files only)."""
     files = [Path(f) for f in OVERLAID_FILES if (root / f).is_file()]
     for package in OVERLAID_PACKAGES:
-        files += sorted(p.relative_to(root) for p in (root / package).rglob("*.py"))
+        files += sorted(p.relative_to(root) for p in (root / package).rglob("*.py") if p.is_file())
     return files
 
 
@@ -66,18 +66,23 @@ def changed_files(root: Path) -> list[ChangedFile]:
     installed = installed_vllm_root()
     changed: list[ChangedFile] = []
     for rel in overlay_files(root):
-        ours = (root / rel).read_text().splitlines()
+        ours = _lines(root / rel)
         theirs_path = installed / rel
         if not theirs_path.is_file():
             changed.append(ChangedFile(str(rel), 1))
             continue
-        theirs = theirs_path.read_text().splitlines()
+        theirs = _lines(theirs_path)
         if ours == theirs:
             continue
         matcher = difflib.SequenceMatcher(a=theirs, b=ours, autojunk=False)
         first = next(op for op in matcher.get_opcodes() if op[0] != "equal")
         changed.append(ChangedFile(str(rel), min(first[3], max(len(ours) - 1, 0)) + 1))
     return changed
+
+
+def _lines(path: Path) -> list[str]:
+    """A source file's lines for comparing (bytes that are not UTF-8 compare as replacement characters)."""
+    return path.read_bytes().decode("utf-8", errors="replace").splitlines()
 
 
 def split_line(scheduler_file: Path) -> int:

@@ -6,6 +6,10 @@ fields it knows. Invariants kept here:
 
 - a file that is missing, a directory, unreadable, larger than ``max_bytes`` or not UTF-8 is refused
   with the file named (field ``<file>``), never an ``OSError`` or ``UnicodeDecodeError``;
+- only regular files are read (a link to one is followed): a FIFO, a socket or a device is refused
+  without blocking on it, and a file's size is checked before a byte is read (a sparse 1 GB file costs
+  nothing); :func:`json_files` lists a directory's regular ``*.json`` files the same way, naming the
+  others instead of opening them;
 - a value is plain JSON as the format promises: no ``NaN`` / ``Infinity`` (nor a number that only
   parses as infinity), no integer longer than :data:`MAX_INT_DIGITS` digits, no nesting deeper than
   :data:`MAX_DEPTH`, no string that cannot be written back as UTF-8 (a lone surrogate escape);
@@ -20,15 +24,19 @@ Errors are made by the caller's ``fail(field, message)``, so each reader raises 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import functools
 import json
 import math
+import os
+import stat
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
 from fuzz.errors import InputError
 
@@ -40,21 +48,87 @@ MAX_INT_DIGITS = 20  # every integer field fits in 64 bits
 
 
 def read_bytes(path: str | Path, fail: Fail, max_bytes: int = MAX_FILE_BYTES) -> bytes:
-    """The file's bytes; a missing, unreadable or oversized file, or a directory, is ``fail("<file>", ...)``."""
+    """The file's bytes; a missing, unreadable, oversized or non-regular file is ``fail("<file>", ...)``."""
+    with open_regular(path, fail, max_bytes) as f:
+        raw = f.read(max_bytes + 1)
+    if len(raw) > max_bytes:  # it grew after its size was checked
+        _raise(fail("<file>", f"larger than {max_bytes} bytes"))
+    return raw
+
+
+def read_lines(path: str | Path, fail: Fail, max_bytes: int) -> Iterator[str]:
+    """The file's lines (UTF-8, without their line ends), read one at a time: at most ``max_bytes`` of
+    the file is ever held (see :func:`open_regular` for the file errors)."""
+    with open_regular(path, fail, max_bytes) as f:
+        left = max_bytes
+        while line := f.readline(left + 1):
+            left -= len(line)
+            if left < 0:
+                _raise(fail("<file>", f"larger than {max_bytes} bytes"))
+            yield _decode(line, fail).rstrip("\r\n")
+
+
+@contextmanager
+def open_regular(path: str | Path, fail: Fail, max_bytes: int = MAX_FILE_BYTES) -> Iterator[BinaryIO]:
+    """``path`` open for reading, once it is known to be a regular file of at most ``max_bytes`` bytes:
+    opened without blocking (a FIFO would wait for a writer) and checked on the open file itself."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(max_bytes + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         _raise(fail("<file>", "no such file"))
-    except IsADirectoryError:
-        _raise(fail("<file>", "is a directory, not a file"))
     except PermissionError:
         _raise(fail("<file>", "not readable (permission denied)"))
     except OSError as exc:
-        _raise(fail("<file>", f"cannot be read ({exc.strerror or type(exc).__name__})"))
-    if len(raw) > max_bytes:
-        _raise(fail("<file>", f"larger than {max_bytes} bytes"))
-    return raw
+        why = "not a regular file (a socket)" if exc.errno == errno.ENXIO else \
+            f"cannot be read ({exc.strerror or type(exc).__name__})"
+        _raise(fail("<file>", why))
+    try:
+        _check_open(fd, fail, max_bytes)
+    except BaseException:
+        os.close(fd)
+        raise
+    os.set_blocking(fd, True)
+    with os.fdopen(fd, "rb") as f:
+        try:
+            yield f
+        except OSError as exc:
+            _raise(fail("<file>", f"cannot be read ({exc.strerror or type(exc).__name__})"))
+
+
+def _check_open(fd: int, fail: Fail, max_bytes: int) -> None:
+    """Refuse the open file ``fd`` unless it is a regular file of at most ``max_bytes`` bytes."""
+    status = os.fstat(fd)
+    if stat.S_ISDIR(status.st_mode):
+        _raise(fail("<file>", "is a directory, not a file"))
+    if not stat.S_ISREG(status.st_mode):
+        _raise(fail("<file>", f"not a regular file ({_file_kind(status.st_mode)})"))
+    if status.st_size > max_bytes:
+        _raise(fail("<file>", f"larger than {max_bytes} bytes ({status.st_size} bytes)"))
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"))
+    return next((name for test, name in kinds if test(mode)), "not a plain file")
+
+
+def json_files(directory: Path, skipped: Callable[[Path, str], None]) -> list[Path]:
+    """The regular ``*.json`` files directly in ``directory`` (links to them followed), sorted; each other
+    entry so named (a FIFO, a socket, a device, a directory, a dangling link) goes to ``skipped(path,
+    why)`` and is never opened."""
+    found = []
+    for path in sorted(directory.glob("*.json")):
+        try:
+            mode = path.stat().st_mode
+        except OSError as exc:
+            skipped(path, f"cannot be read ({exc.strerror or type(exc).__name__})")
+            continue
+        if stat.S_ISREG(mode):
+            found.append(path)
+        else:
+            skipped(path, "is a directory, not a file" if stat.S_ISDIR(mode) else
+                    f"not a regular file ({_file_kind(mode)})")
+    return found
 
 
 def read_text(path: str | Path, fail: Fail, max_bytes: int = MAX_FILE_BYTES) -> str:

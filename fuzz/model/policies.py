@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.errors import InputError
+from fuzz.model import json_input
 from fuzz.model.checkout import BRANCH_PREFIX, OVERLAID_FILES, OVERLAID_PACKAGES
 from fuzz.model.deadline import DeadlineExceeded
 from fuzz.model.placement import current
@@ -47,6 +48,7 @@ SIGNATURE = (
     "num_new_local_computed_tokens=0, num_external_computed_tokens=0) -> int"
 )
 CHECKOUT_SCHEDULER = Path("vllm/v1/core/sched/scheduler.py")
+MAX_SOURCE_BYTES = 16 << 20  # vLLM's scheduler.py is about 100 kB
 
 
 class PolicyError(InputError):
@@ -286,10 +288,14 @@ def _from_checkout(root: Path, spec: str) -> SplitFn:
     source_file = root / CHECKOUT_SCHEDULER
     if not source_file.is_file():
         raise PolicyError(f"policy {spec}: {root} is not a vLLM checkout (no {CHECKOUT_SCHEDULER})")
+    text = json_input.read_text(source_file, lambda _, why: PolicyError(f"policy {spec}: {source_file}: {why}"),
+                                MAX_SOURCE_BYTES)
     try:
-        tree = ast.parse(source_file.read_text(), filename=str(source_file))
+        tree = ast.parse(text, filename=str(source_file))
     except SyntaxError as exc:
         raise PolicyError(f"policy {spec}: {source_file}:{exc.lineno}: syntax error") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # a NUL byte, nesting the parser cannot take
+        raise PolicyError(f"policy {spec}: {source_file}: not Python source ({type(exc).__name__}: {exc})") from None
     method = next(
         (
             node

@@ -7,7 +7,9 @@
 Invariants:
 - the user's repository is only read: no checkout, no index or work-tree change, no ref moved
   (only ``rev-parse``, ``rev-list``, ``log``, ``merge-base``, ``ls-tree`` and ``archive`` run);
-- every git failure is one :class:`RevisionError` line (exit 2) naming the repository and what failed.
+- every git failure is one :class:`RevisionError` line (exit 2) naming the repository and what failed;
+- nothing is written outside the temporary directory: a revision whose files hold a link out of the
+  tree (an absolute symlink, ``../..``) is a RevisionError naming the file, so ``bisect`` skips it.
 """
 
 from __future__ import annotations
@@ -78,8 +80,16 @@ def extract(repo: Path, sha: str, dest: Path) -> Path:
         raise RevisionError(f"{repo}: {sha[:12]} has none of {', '.join(wanted)}")
     archive = git(repo, "archive", "--format=tar", sha, "--", *present, binary=True)
     assert isinstance(archive, bytes)
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(dest, filter="data")
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(dest, filter="data")
+    except tarfile.FilterError as exc:  # a link out of the tree, an absolute path, a device: not written
+        member = exc.tarinfo.name
+        why = f"a link to {exc.tarinfo.linkname!r}, outside the tree" if exc.tarinfo.issym() or exc.tarinfo.islnk() \
+            else str(exc)
+        raise RevisionError(f"{repo}: {sha[:12]}: {member}: {why}") from None
+    except (tarfile.TarError, OSError) as exc:
+        raise RevisionError(f"{repo}: {sha[:12]}: cannot be written out ({type(exc).__name__}: {exc})") from None
     return dest
 
 

@@ -3,7 +3,9 @@
 Invariant: a signature is *new* (fails the run) only if it is not in the baseline and the reference
 is right there (``both-side-*``, ``reference-side-*``: the base build has the bug, as ClusterFuzzLite's
 code-change mode skips crashes that reproduce on the base); every other finding is *known*, with the
-reason (:meth:`CiReport.known_because`).
+reason (:meth:`CiReport.known_because`). When a baseline source could not be read
+(``baseline_error``), a signature outside the baseline that was read is *unchecked*, not new: it may be
+in the part that is missing, so the run is an infrastructure error, not a failure.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class CiReport:
     cases: list[Case]
     baseline: set[str]
     baseline_source: str
+    baseline_error: str | None = None  # a baseline source that could not be read, in one line
     fuzz_seconds: float = 0.0
     fuzz_execs: int = 0
     worker_crashes: int = 0
@@ -62,6 +65,11 @@ class CiReport:
     @property
     def new_signatures(self) -> list[str]:
         return sorted(s for s in self.signatures if not self.is_known(s))
+
+    @property
+    def unchecked(self) -> bool:
+        """Whether the signatures outside the baseline read may be in the part that could not be read."""
+        return self.baseline_error is not None and bool(self.new_signatures)
 
     @property
     def known_signatures(self) -> list[str]:

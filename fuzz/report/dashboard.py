@@ -17,7 +17,6 @@ Invariants kept here:
 from __future__ import annotations
 
 import html
-import json
 import math
 import os
 import time
@@ -197,10 +196,14 @@ def scan_crashes(crashes_dir: str | Path) -> list[CrashRow]:
 
 
 def _issue_url(path: Path) -> str | None:
-    try:
-        url = json.loads((path / "issue.json").read_text()).get("url")
-    except (OSError, ValueError, AttributeError):
+    """The issue URL ``issue.json`` records, if it is a readable regular file holding an https:// one."""
+    if not (path / "issue.json").exists():
         return None
+    try:
+        record = read_json(path / "issue.json")
+    except FieldError:
+        return None
+    url = record.get("url") if isinstance(record, dict) else None
     return url if isinstance(url, str) and url.startswith("https://") else None
 
 

@@ -1,33 +1,34 @@
-"""Filing a crash bundle's issue on GitHub: deduplicated per signature, the token never leaked.
+"""Filing a crash bundle's issue on GitHub, and bringing it in line with a verification.
 
 Invariants kept here:
 - Filing is idempotent per signature: :func:`file_issue` first looks for an
   open issue whose title names the signature (issues labelled ``gdnfuzz``,
   then the search API) and comments there; it opens an issue only when none is
-  found.
+  found. Every request goes through ``fuzz.report.github_client`` (bounded
+  waits; a write whose answer was lost is looked up by its marker, never sent
+  twice).
 - The token is read from ``GITHUB_TOKEN`` and handed to the client library
-  only, and only for an ``https://`` API URL or a plain ``http://`` one on
-  loopback (:func:`check_api_url`). It is never printed, written or put in a
-  message: every error text, and whatever the server sends back that is
-  printed or saved (the issue URL), passes through :func:`_redact` first.
+  only (``github_client.check_api_url``). It is never printed, written or put in
+  a message: every error text, and whatever the server sends back that is
+  printed or saved (the issue URL), is redacted first.
 - Bringing an issue in line with a verification (:func:`sync_issue`) closes an open issue only for
-  ``fixed`` and reopens a closed one only for ``reproduces``, each with one comment; the caller
-  records the action per candidate, so each happens at most once per revision checked.
+  ``fixed`` and reopens a closed one only for ``reproduces``, each with one comment; an issue a person
+  closed as not planned, or labelled as one gdnfuzz must leave alone (:data:`LEFT_ALONE_LABELS`:
+  ``wontfix``, ``invalid``, ``duplicate``, ...), is never reopened: it is ``left closed``, with the reason.
+  The caller records the action per candidate, so each happens at most once per revision checked.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from fuzz.errors import ExitCode, ToolError
+from fuzz.model import json_input
+from fuzz.report.github_client import FilingError, Session, redact, session, write_marker
 from fuzz.report.issue import (
     comment_body,
     fixed_comment,
@@ -41,18 +42,8 @@ from fuzz.store.bundle import CrashBundle, load_bundle
 
 REPO_RE = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 LABEL = "gdnfuzz"
-TOKEN_ENV = "GITHUB_TOKEN"
-API_URL_ENV = "GITHUB_API_URL"
-DEFAULT_API_URL = "https://api.github.com"
-
-
-class FilingError(ToolError):
-    """Filing failed; ``bad_input`` tells a usage error (exit 2) from an API failure (exit 5, infrastructure)."""
-
-    def __init__(self, message: str, bad_input: bool = False):
-        self.bad_input = bad_input
-        self.exit_code = ExitCode.BAD_INPUT if bad_input else ExitCode.INFRASTRUCTURE
-        super().__init__(message)
+LEFT_ALONE_LABELS = frozenset({"wontfix", "won't fix", "wont fix", "invalid", "duplicate", "not planned"})
+LOOKBACK = timedelta(minutes=10)  # how far before a write its lookup reads (the server's clock may differ)
 
 
 # ---------------------------------------------------------------- filing
@@ -71,41 +62,17 @@ class FileIssueResult:
     written: list[Path] = field(default_factory=list)
 
 
-def _redact(text: str, token: str | None) -> str:
-    return text.replace(token, "***") if token else text
+def _check_repo(repo: str) -> None:
+    if not REPO_RE.fullmatch(repo):
+        raise FilingError(f"--repo: expected owner/name, got {repo!r}", bad_input=True)
 
 
-def check_api_url(url: str) -> str:
-    """``url`` if the token may be sent there: ``https://``, or plain ``http://`` to this machine only
-    (127.0.0.0/8, ::1, localhost), where nothing crosses a network; else a FilingError (exit 2)."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - a malformed port raises here, not later in the client
-    except ValueError as exc:
-        raise FilingError(f"--api-url: not a URL ({exc})", bad_input=True) from None
-    if parts.scheme == "https" and parts.hostname:
-        return url
-    if parts.scheme == "http" and _is_loopback(parts.hostname):
-        return url
-    raise FilingError(f"--api-url: {_redact_userinfo(url)!r}: the token is only sent over https:// "
-                      "(or plain http:// to a loopback address)", bad_input=True)
-
-
-def _is_loopback(host: str | None) -> bool:
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _redact_userinfo(url: str) -> str:
-    """``url`` without any ``user:password@`` part, for messages."""
-    parts = urlsplit(url)
-    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl() if "@" in parts.netloc else url
+def check_tracker(repo: str, api_url: str | None = None) -> None:
+    """Everything about a tracker that can be wrong before a request is sent (``--repo``, the token, the API
+    URL, the wait limits): a FilingError with ``bad_input`` (exit 2), so a run stops before its first bundle."""
+    _check_repo(repo)
+    with session(api_url):
+        pass
 
 
 def file_issue(bundle_dir: str | Path, repo: str, dry_run: bool, api_url: str | None = None) -> FileIssueResult:
@@ -115,16 +82,16 @@ def file_issue(bundle_dir: str | Path, repo: str, dry_run: bool, api_url: str | 
     run records what it did in ``issue.json`` (repo, number, url, action).
     """
     bundle = load_bundle(bundle_dir)
-    if not REPO_RE.fullmatch(repo):
-        raise FilingError(f"--repo: expected owner/name, got {repo!r}", bad_input=True)
+    _check_repo(repo)
     title, body = issue_title(bundle), issue_body(bundle)
     if dry_run:
         out = bundle.path / "issue.md"
         atomic_write(out, f"# {title}\n\n{body}")
         return FileIssueResult("dry-run", bundle.signature, title, body, written=[out])
-    result, token = _with_client(api_url, lambda client: _file_with_github(client, bundle, repo, title, body))
+    with session(api_url) as tracker:
+        result = _file_with_github(tracker, bundle, repo, title, body)
     # What the server sent back (an echo of the token in a URL, say) is printed and saved: redact it too.
-    result.url = None if result.url is None else _redact(str(result.url), token)
+    result.url = None if result.url is None else redact(str(result.url), tracker.token)
     record = {"repo": repo, "number": result.number, "url": result.url, "action": result.action}
     out = bundle.path / "issue.json"
     atomic_write(out, json.dumps(record, indent=1) + "\n")
@@ -132,44 +99,42 @@ def file_issue(bundle_dir: str | Path, repo: str, dry_run: bool, api_url: str | 
     return result
 
 
-def _describe(exc: Exception) -> str:
-    from github import GithubException
-
-    if isinstance(exc, GithubException):
-        message = exc.data.get("message") if isinstance(exc.data, dict) else exc.data
-        return f"HTTP {exc.status}: {message}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _with_client(api_url: str | None, call: Callable[[Any], Any]) -> tuple[Any, str]:
-    """``call(client)`` on a client holding ``$GITHUB_TOKEN`` for a checked API URL; returns its value and
-    the token (for redacting what is printed). Every error comes out as a FilingError without the token."""
-    from github import Auth, Github
-
-    token = os.environ.get(TOKEN_ENV)
-    if not token:
-        raise FilingError(f"{TOKEN_ENV} is not set (the token is read from the environment only)", bad_input=True)
-    api_url = check_api_url(api_url or os.environ.get(API_URL_ENV) or DEFAULT_API_URL)
-    try:
-        client = Github(base_url=api_url, auth=Auth.Token(token), timeout=30)
-        try:
-            return call(client), token
-        finally:
-            client.close()
-    except FilingError as exc:
-        raise FilingError(_redact(str(exc), token)) from None
-    except Exception as exc:  # the client library's and the network's errors, whatever their class
-        raise FilingError(_redact(f"GitHub API at {api_url}: {_describe(exc)}", token)) from None
-
-
-def _file_with_github(client: Any, bundle: CrashBundle, repo: str, title: str, body: str) -> FileIssueResult:
-    gh_repo = client.get_repo(repo)
-    existing = _find_open_issue(client, gh_repo, repo, bundle.signature)
+def _file_with_github(tracker: Session, bundle: CrashBundle, repo: str, title: str, body: str) -> FileIssueResult:
+    gh_repo = tracker.read(f"read {repo}", lambda: tracker.client.get_repo(repo))
+    existing = tracker.read(f"look for the open issue of {bundle.signature}",
+                            lambda: _find_open_issue(tracker.client, gh_repo, repo, bundle.signature))
     if existing is not None:
-        comment = existing.create_comment(comment_body(bundle))
+        comment = _comment(tracker, existing, comment_body(bundle))
         return FileIssueResult("commented", bundle.signature, title, body, existing.number, comment.html_url)
-    issue = gh_repo.create_issue(title=title, body=body, labels=[LABEL])
+    marker, since = write_marker(), _lookback()
+    issue = tracker.write(f"open an issue for {bundle.signature}",
+                          lambda: gh_repo.create_issue(title=title, body=f"{body}\n{marker}", labels=[LABEL]),
+                          lambda: next((i for i in gh_repo.get_issues(state="all", since=since)
+                                        if marker in (i.body or "")), None))
     return FileIssueResult("opened", bundle.signature, title, body, issue.number, issue.html_url)
+
+
+def _lookback() -> datetime:
+    return datetime.now(UTC) - LOOKBACK
+
+
+def _comment(tracker: Session, issue: Any, body: str) -> Any:
+    """One comment on ``issue``, however often its POST has to be tried."""
+    marker, since = write_marker(), _lookback()
+    return tracker.write(f"comment on #{issue.number}", lambda: issue.create_comment(f"{body}\n{marker}"),
+                         lambda: next((c for c in issue.get_comments(since=since) if marker in (c.body or "")), None))
+
+
+def _set_state(tracker: Session, gh_repo: Any, issue: Any, state: str, reason: str | None = None) -> None:
+    """Close or reopen ``issue``; tried again only while the issue, read afresh, is not in that state yet."""
+    change = {"state": state, **({"state_reason": reason} if reason else {})}
+
+    def existing() -> Any:
+        now = gh_repo.get_issue(issue.number)
+        return now if now.state == state else None
+
+    tracker.write(f"{'close' if state == 'closed' else 'reopen'} #{issue.number}",
+                  lambda: issue.edit(**change) or issue, existing)
 
 
 def _find_open_issue(client: Any, gh_repo: Any, repo: str, signature: str) -> Any:
@@ -194,43 +159,67 @@ def _find_open_issue(client: Any, gh_repo: Any, repo: str, signature: str) -> An
 
 def sync_issue(bundle_dir: str | Path, repo: str, record: dict[str, Any], api_url: str | None = None) -> dict[str, Any]:
     """Bring the finding's issue in line with a verification ``record`` (``fuzz.triage.verify``):
-    ``fixed`` closes an open issue, ``reproduces`` reopens a closed one, each with a comment naming
-    what was checked; anything else changes nothing. Returns ``{repo, number, action}`` with action
-    ``closed``, ``reopened``, ``none`` or ``no issue``."""
+    ``fixed`` closes an open issue, ``reproduces`` reopens a closed one unless a person closed it for good
+    (:func:`closed_for_good`), each with a comment naming what was checked; anything else changes nothing.
+    Returns ``{repo, number, action}`` with action ``closed``, ``reopened``, ``left closed`` (and the
+    ``reason``), ``none`` or ``no issue``."""
     bundle = load_bundle(bundle_dir)
-    if not REPO_RE.fullmatch(repo):
-        raise FilingError(f"--repo: expected owner/name, got {repo!r}", bad_input=True)
-
-    def call(client: Any) -> dict[str, Any]:
-        gh_repo = client.get_repo(repo)
-        issue = _find_issue_any_state(gh_repo, repo, bundle)
-        if issue is None:
-            return {"repo": repo, "number": None, "action": "no issue"}
-        action = "none"
-        if record["status"] == "fixed" and issue.state == "open":
-            issue.create_comment(fixed_comment(bundle, record))
-            issue.edit(state="closed", state_reason="completed")
-            action = "closed"
-        elif record["status"] == "reproduces" and issue.state == "closed":
-            issue.edit(state="open")
-            issue.create_comment(reopen_comment(bundle, record))
-            action = "reopened"
-        return {"repo": repo, "number": issue.number, "action": action}
-
-    return _with_client(api_url, call)[0]
+    _check_repo(repo)
+    with session(api_url) as tracker:
+        return _sync(tracker, bundle, repo, record)
 
 
-def _find_issue_any_state(gh_repo: Any, repo: str, bundle: CrashBundle) -> Any:
-    """The finding's issue, open or closed: the one ``issue.json`` records for ``repo``, else the labelled
-    issue whose title names the signature."""
+def _sync(tracker: Session, bundle: CrashBundle, repo: str, record: dict[str, Any]) -> dict[str, Any]:
+    gh_repo = tracker.read(f"read {repo}", lambda: tracker.client.get_repo(repo))
+    number = _recorded_number(bundle, repo)
+    if number is not None:
+        issue = tracker.read(f"read issue #{number} (recorded in {bundle.path / 'issue.json'})",
+                             lambda: gh_repo.get_issue(number))
+    else:
+        issue = tracker.read(f"look for the issue of {bundle.signature}", lambda: _labelled_issue(gh_repo, bundle))
+    if issue is None:
+        return {"repo": repo, "number": None, "action": "no issue"}
+    done = {"repo": repo, "number": issue.number}
+    if record["status"] == "fixed" and issue.state == "open":
+        _comment(tracker, issue, fixed_comment(bundle, record))
+        _set_state(tracker, gh_repo, issue, "closed", "completed")
+        return {**done, "action": "closed"}
+    if record["status"] == "reproduces" and issue.state == "closed":
+        reason = closed_for_good(issue)
+        if reason is not None:
+            return {**done, "action": "left closed", "reason": reason}
+        _set_state(tracker, gh_repo, issue, "open")
+        _comment(tracker, issue, reopen_comment(bundle, record))
+        return {**done, "action": "reopened"}
+    return {**done, "action": "none"}
+
+
+def closed_for_good(issue: Any) -> str | None:
+    """Why a person's close of ``issue`` stands (closed as not planned, or a label of
+    :data:`LEFT_ALONE_LABELS`, any case, ``-``/``_`` as spaces), or None."""
+    if getattr(issue, "state_reason", None) == "not_planned":
+        return "closed as not planned"
+    for label in issue.labels:
+        if re.sub(r"[\s_-]+", " ", label.name.strip().lower()).replace("\u2019", "'") in LEFT_ALONE_LABELS:
+            return f"labelled {label.name!r}"
+    return None
+
+
+def _recorded_number(bundle: CrashBundle, repo: str) -> int | None:
+    """The issue number ``issue.json`` records for ``repo`` (None when there is no usable record)."""
     record_file = bundle.path / "issue.json"
-    if record_file.is_file():
-        try:
-            record = json.loads(record_file.read_text())
-        except ValueError:
-            record = {}
-        if isinstance(record, dict) and record.get("repo") == repo and isinstance(record.get("number"), int):
-            return gh_repo.get_issue(record["number"])
+    if not record_file.exists():
+        return None
+    try:
+        record = json_input.read_json(record_file, lambda f, m: FilingError(f"{record_file}: {f}: {m}"))
+    except FilingError:
+        return None
+    number = record.get("number") if isinstance(record, dict) and record.get("repo") == repo else None
+    return number if isinstance(number, int) and not isinstance(number, bool) else None
+
+
+def _labelled_issue(gh_repo: Any, bundle: CrashBundle) -> Any:
+    """The labelled issue, open or closed, whose title names the bundle's signature."""
     for issue in gh_repo.get_issues(state="all", labels=[LABEL]):
         if "/pull/" not in issue.html_url and title_names(issue.title, bundle.signature):
             return issue

@@ -3,7 +3,8 @@
 One rule and one result per signature found. Invariant: every result points at the candidate's
 source (``fuzz.report.source_location``: the changed file of a whole branch, else the split), carries
 ``baselineState`` ``new`` (level error) or ``unchanged`` (known, level note), a stable
-``partialFingerprints`` entry (the signature), and the replay command in its message.
+``partialFingerprints`` entry (the signature), and the replay command in its message. A baseline that
+could not be read is an unsuccessful invocation with the reason as its notification.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ def render_sarif(report: CiReport, source_root: Path, version: str) -> str:
                                 "informationUri": "https://github.com/vllm-project/vllm", "rules": rules}},
             "originalUriBaseIds": {"SRCROOT": {"uri": source_root.resolve().as_uri() + "/"}},
             "results": results,
+            **({} if report.baseline_error is None else {"invocations": [{
+                "executionSuccessful": False,
+                "toolExecutionNotifications": [{"level": "error", "message": {
+                    "text": f"the baseline could not be read: {report.baseline_error}"}}]}]}),
         }],
     }
     return json.dumps(log, indent=1) + "\n"

@@ -1,6 +1,6 @@
 """``gdnfuzz ci``'s markdown summary, fit for a PR comment or ``$GITHUB_STEP_SUMMARY``.
 
-Invariant: the first line says pass or fail and why in one sentence; every new signature has a row
+Invariant: the first line says pass, fail or error (a baseline that could not be read) and why in one sentence; every new signature has a row
 with its verdict and the command that replays it; known signatures and what ran are listed after.
 """
 
@@ -20,12 +20,19 @@ def _cell(text: str) -> str:
 def render_summary(report: CiReport, source_root: Path) -> str:
     new, known = report.new_signatures, report.known_signatures
     replayed = [c for c in report.cases if c.phase == "replay"]
-    head = (f"**gdnfuzz: FAILED**: {len(new)} new signature(s)" if new else "**gdnfuzz: passed**: no new signature")
+    if report.unchecked:
+        head = (f"**gdnfuzz: ERROR**: the baseline could not be read, so {len(new)} signature(s) outside the "
+                "baseline that was read could not be checked")
+    else:
+        head = f"**gdnfuzz: FAILED**: {len(new)} new signature(s)" if new else "**gdnfuzz: passed**: no new signature"
     lines = [f"{head} (candidate `{report.candidate.spec}` against `{report.reference.spec}`).", ""]
+    if report.baseline_error is not None:
+        lines += [f"The baseline could not be read: {_cell(report.baseline_error)}", ""]
     if new:
         where = candidate_location(report.candidate, source_root)
         lines += [f"Points at `{where.path}:{where.line}` ({where.what}).", "",
-                  "| new signature | verdict | first input | replay |", "|---|---|---|---|"]
+                  f"| {'unchecked' if report.unchecked else 'new'} signature | verdict | first input | replay |",
+                  "|---|---|---|---|"]
         for sig in new:
             first = report.signatures[sig][0]
             lines.append(f"| `{sig}` | {_cell(first.status + ': ' + first.summary)} | `{_cell(first.name)}` | "
@@ -36,5 +43,6 @@ def render_summary(report: CiReport, source_root: Path) -> str:
     lines += [f"- corpus replay: {len(replayed)} file(s), {sum(c.signature != 'clean' for c in replayed)} diverged",
               f"- fuzzing: {report.fuzz_seconds:.0f}s, {report.fuzz_execs} inputs, "
               f"{sum(c.phase == 'fuzz' for c in report.cases)} signature(s), {report.worker_crashes} worker crash(es)",
-              f"- baseline: {len(report.baseline)} signature(s) from {report.baseline_source}"]
+              f"- baseline: {len(report.baseline)} signature(s) from {report.baseline_source}"
+              + ("" if report.baseline_error is None else " (the rest could not be read)")]
     return "\n".join(lines) + "\n"

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from fuzz.errors import ExitCode
 from fuzz.oracle.verdict import exit_code_for
+from fuzz.store.corpus_merge import MAX_INPUT_BYTES
 
 HARNESS_MODULE = "fuzz.search.harness"
 DETECTED_LINE = "gdnfuzz-detected"  # printed when a divergence is seen, before minimizing
@@ -27,7 +28,7 @@ FINAL_STAT = re.compile(r"stat::(\w+):\s+(\d+)")
 # Every harness worker, run or campaign. Run times differ by 100x between inputs (a scenario's steps), so
 # the entropic schedule weighs inputs by how fast they run (libFuzzer's own option: up to 30x more
 # mutations for the fastest; the price is that a seed no longer fixes the input sequence).
-DEFAULT_FLAGS = ("-max_len=16384", "-print_final_stats=1", "-entropic_scale_per_exec_time=1")
+DEFAULT_FLAGS = (f"-max_len={MAX_INPUT_BYTES}", "-print_final_stats=1", "-entropic_scale_per_exec_time=1")
 
 
 def harness_command(args: list[str]) -> list[str]:

@@ -30,8 +30,8 @@ A finding's later life is recorded here too, each change one :func:`update_verdi
 - ``verifications``: candidate key (``vllm 0.33.0``, ``split@<sha>``, a policy spec) -> what
   ``gdnfuzz verify-fixed`` saw there: ``status`` (:data:`VERIFY_STATES`), ``tries``, ``hits``,
   ``candidate`` (what was checked, in words), ``canary``, ``signatures``, ``notes``, and ``issue``
-  (``repo``, ``number``, ``action``) once the issue was brought in line. A key present means that
-  candidate was checked: a second run changes nothing;
+  (``repo``, ``number``, ``action``; for ``left closed`` the ``reason``) once the issue was brought in
+  line. A key present means that candidate was checked: a second run changes nothing;
 - ``reproducibility``: ``tries`` and ``hits`` (``0 <= hits <= tries``) of the latest verification;
 - ``fixed_in``: null, or where the finding stopped reproducing (``candidate``, and for a git
   revision ``revision``, ``subject`` and ``last_bad``);
@@ -63,7 +63,7 @@ CONFIRMED_STATES = ("confirmed", "not confirmed", "inconclusive", None)
 ENVIRONMENT_KEYS = ("vllm", "torch", "device")
 SIGNATURE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 VERIFY_STATES = ("reproduces", "fixed", "flaky", "unverifiable")
-ISSUE_ACTIONS = ("closed", "reopened", "none", "no issue")
+ISSUE_ACTIONS = ("closed", "reopened", "left closed", "none", "no issue")
 BISECT_MODES = ("split", "branch")
 
 

@@ -21,7 +21,11 @@ a small set of candidates covering every feature the candidates add. Then:
   its ``-reload`` of its first corpus directory.
 
 Invariant: coverage is never lost. If the merge fails (non-zero exit, no
-summary line, time out), nothing under ``corpus/queue/`` is changed.
+summary line, time out), nothing under ``corpus/queue/`` is changed. An input
+larger than :data:`MAX_INPUT_BYTES` (libFuzzer's ``-max_len`` under gdnfuzz: it
+would never run as it is) is neither read whole, copied nor removed: it is left
+in place and named in the report (``skipped``), so a sparse 1 GB file in a queue
+costs nothing and is never rewritten as a dense one.
 
 libFuzzer's merge re-executes ``argv[0]`` for its crash-resistant inner pass,
 so ``argv[0]`` is a small executable wrapper (written to a temporary
@@ -34,7 +38,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,6 +56,9 @@ exec {python} -c 'import sys; from fuzz.search.harness import main; main(sys.arg
 OUTER = "import sys, atheris; atheris.Setup(sys.argv[1:], lambda data: None); atheris.Fuzz()"
 
 
+MAX_INPUT_BYTES = 16384  # libFuzzer's -max_len in gdnfuzz's flags (fuzz.search.libfuzzer.DEFAULT_FLAGS)
+
+
 class MergeError(ToolError):
     """The merge did not complete; the corpus was left as it was."""
 
@@ -66,6 +72,7 @@ class MergeReport:
     features: int  # new features the kept inputs add over the seeds and regressions
     edges: int
     seconds: float
+    skipped: tuple[Path, ...] = ()  # inputs over the size limit, left where they are
 
 
 def content_name(data: bytes) -> str:
@@ -106,21 +113,23 @@ def run_libfuzzer_merge(out: Path, candidates: list[Path], env: dict[str, str], 
 
 
 def merge_corpus(queue: Path, baseline: list[Path], env: dict[str, str], timeout: float = 600,
-                 flags: tuple[str, ...] = ()) -> MergeReport:
+                 flags: tuple[str, ...] = (), max_bytes: int = MAX_INPUT_BYTES) -> MergeReport:
     """Set-cover merge of everything under ``queue`` into its top level (see the module invariants)."""
     start = time.monotonic()
-    listed = list_inputs(queue)
+    contents, oversized = read_inputs(list_inputs(queue), max_bytes)
+    listed = list(contents)
     workdirs = sorted(d for d in queue.iterdir() if d.is_dir()) if queue.is_dir() else []
     with tempfile.TemporaryDirectory(prefix=".merge-", dir=queue.parent) as tmp:
         out, cand = Path(tmp) / "out", Path(tmp) / "candidates"
         out.mkdir()
         cand.mkdir()
         for directory in baseline:
-            for i, path in enumerate(list_inputs(directory)):
-                shutil.copyfile(path, out / f"baseline-{directory.name}-{i}")
+            committed, too_big = read_inputs(list_inputs(directory), max_bytes)
+            oversized += too_big
+            for i, data in enumerate(committed.values()):
+                (out / f"baseline-{directory.name}-{i}").write_bytes(data)
         origin: dict[str, set[Path]] = {}  # content name -> the directories it was listed in
-        for path in listed:
-            data = path.read_bytes()
+        for path, data in contents.items():
             name = content_name(data)
             origin.setdefault(name, set()).add(path.parent)
             (cand / name).write_bytes(data)
@@ -142,4 +151,22 @@ def merge_corpus(queue: Path, baseline: list[Path], env: dict[str, str], timeout
                 atomic_write(workdir / name, data)
                 shared_out += 1
     return MergeReport(len(listed), len(selected), removed, shared_out, features, edges,
-                       time.monotonic() - start)
+                       time.monotonic() - start, tuple(oversized))
+
+
+def read_inputs(paths: list[Path], max_bytes: int) -> tuple[dict[Path, bytes], list[Path]]:
+    """The contents of the inputs of at most ``max_bytes`` bytes, and the others, each read no further than
+    ``max_bytes + 1`` bytes (its size is checked first; one that grew meanwhile is caught by the read)."""
+    contents: dict[Path, bytes] = {}
+    oversized: list[Path] = []
+    for path in paths:
+        if path.stat().st_size > max_bytes:
+            oversized.append(path)
+            continue
+        with open(path, "rb") as f:
+            data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            oversized.append(path)
+        else:
+            contents[path] = data
+    return contents, oversized

@@ -12,29 +12,35 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fuzz.errors import FieldError
+from fuzz.errors import FieldError, InputError
+from fuzz.model import json_input
 from fuzz.model.policies import Policy
 from fuzz.model.scenario import load_scenario
 from fuzz.oracle.differential import replay
 from fuzz.oracle.verdict import default_fail_on, finding_signature
 
+MAX_BASELINE_BYTES = 16 << 20  # 100,000 signatures of 128 characters fit with room to spare
 SIGNATURE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 
 
 def read_baseline(path: str | Path) -> set[str]:
-    try:
-        text = Path(path).read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FieldError("baseline", f"cannot be read ({type(exc).__name__}: {exc})", path) from None
+    """The signatures of a baseline file, read a line at a time: a file over :data:`MAX_BASELINE_BYTES`, not a
+    regular file, not UTF-8 or with a line that is no signature is a FieldError naming it."""
     found: set[str] = set()
-    for number, raw in enumerate(text.splitlines(), 1):
+    lines = json_input.read_lines(path, lambda _, why: FieldError("baseline", f"cannot be read ({why})", path),
+                                  MAX_BASELINE_BYTES)
+    for number, raw in enumerate(lines, 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
         if not set(line) <= SIGNATURE_CHARS:
-            raise FieldError(f"line {number}", f"{line!r} is not a signature (one a line)", path)
+            raise FieldError(f"line {number}", f"{line[:80]!r} is not a signature (one a line)", path)
         found.add(line)
     return found
+
+
+def _refuse(path: Path, why: str) -> None:
+    raise InputError(f"{path}: {why}")
 
 
 def recorded_own_findings(corpus: str | Path, policy: Policy) -> set[str]:
@@ -42,7 +48,7 @@ def recorded_own_findings(corpus: str | Path, policy: Policy) -> set[str]:
     to diverge (``"expect": {"<policy>": "diverged"}``: a bug of that policy's own, with its evidence in
     the file's note). A null run that finds anything else has found a false positive."""
     known = set()
-    for path in sorted(Path(corpus).glob("*.json")):
+    for path in json_input.json_files(Path(corpus), _refuse):
         scenario, notes = load_scenario(path)
         if notes.get("expect", {}).get(policy.spec) == "diverged":
             run = replay(scenario, policy, policy)

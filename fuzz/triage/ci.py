@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from fuzz.errors import ConfigRejected, InputError
+from fuzz.model.json_input import json_files
 from fuzz.model.policies import Policy
 from fuzz.model.scenario import load_scenario
 from fuzz.oracle.differential import replay
@@ -58,11 +60,12 @@ class CiPaths:
         return self.out / "summary.md"
 
 
-def corpus_files(corpus: Path) -> list[Path]:
-    """The committed scenario files of ``corpus`` (its seeds and regressions), in a stable order."""
+def corpus_files(corpus: Path, skipped: Callable[[Path, str], None]) -> list[Path]:
+    """The committed scenario files of ``corpus`` (its seeds and regressions), in a stable order: regular
+    files only, each other ``*.json`` entry (a FIFO, a socket, a directory) passed to ``skipped``."""
     if not corpus.is_dir():
         raise InputError(f"{corpus}: no such corpus directory")
-    return sorted(p for d in COMMITTED_DIRS for p in (corpus / d).glob("*.json"))
+    return sorted(p for d in COMMITTED_DIRS if (corpus / d).is_dir() for p in json_files(corpus / d, skipped))
 
 
 def replay_corpus(files: list[Path], candidate: Policy, reference: Policy, fail_on: FailOn) -> list[Case]:
@@ -82,13 +85,18 @@ def replay_corpus(files: list[Path], candidate: Policy, reference: Policy, fail_
 
 
 def prepare_fuzz_corpus(committed: Path, paths: CiPaths) -> None:
-    """The fuzzing corpus under ``--out``: the cached queue as it is, fresh copies of the committed files."""
+    """The fuzzing corpus under ``--out``: the cached queue as it is, fresh copies of the committed files
+    (regular files only: a FIFO or a socket there is left behind, never opened)."""
     for name in COMMITTED_DIRS:
         target = paths.corpus / name
         shutil.rmtree(target, ignore_errors=True)
         if (committed / name).is_dir():
-            shutil.copytree(committed / name, target)
+            shutil.copytree(committed / name, target, ignore=_not_regular)
     (paths.corpus / "queue").mkdir(parents=True, exist_ok=True)
+
+
+def _not_regular(directory: str, names: list[str]) -> list[str]:
+    return [n for n in names if not (Path(directory) / n).is_file() and not (Path(directory) / n).is_dir()]
 
 
 def fuzz(committed: Path, paths: CiPaths, candidate: Policy, reference: Policy, seconds: int, jobs: int, seed: int,

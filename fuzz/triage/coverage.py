@@ -11,7 +11,8 @@ through its API afterwards.
 
 Inputs are decoded as the fuzzer decoded them: a ``.json`` file is a scenario file (strictly
 validated; a bad one raises ``ScenarioError`` naming it), any other file is a libFuzzer corpus
-entry, which ``fuzz.search.mutate.decode`` turns into the scenario the harness ran.
+entry, which ``fuzz.search.mutate.decode`` turns into the scenario the harness ran (from its first
+``-max_len`` bytes, as libFuzzer loads it: a sparse 1 GB entry costs 16 kB).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from fuzz.errors import ConfigRejected, InputError
 from fuzz.model.policies import Policy
 from fuzz.model.scenario import Scenario, load_scenario
 from fuzz.search.mutate import decode
+from fuzz.store.corpus_merge import MAX_INPUT_BYTES
 from fuzz.tiers import executor_for
 
 # (module file under vllm/, the qualified-name prefix coverage.py reports) for each watched function group
@@ -78,7 +80,8 @@ def read_input(path: Path) -> Scenario:
     """The scenario a corpus file stands for (see the module docstring)."""
     if path.suffix == ".json":
         return load_scenario(path)[0]
-    return decode(path.read_bytes())
+    with open(path, "rb") as f:  # libFuzzer loads a corpus entry up to its -max_len, and so does this
+        return decode(f.read(MAX_INPUT_BYTES))
 
 
 def _start_coverage(vllm_dir: Path) -> Any:

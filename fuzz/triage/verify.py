@@ -16,8 +16,10 @@ it looks for no root cause, whose search would run the candidate again). Then:
 
 ``verify_store`` does that for many bundles and records each result through ``fuzz.store.bundle``
 under the candidate's key; with a repository it then brings each finding's issue in line
-(``fuzz.report.github.sync_issue``). Invariant: a bundle already verified under that key is not run
-again and its issue is not touched again, so a second run changes nothing.
+(``fuzz.report.github.sync_issue``). Invariants: a bundle already verified under that key is not run
+again and its issue is not touched again, so a second run changes nothing; a bundle that cannot be
+read or run, or whose issue cannot be brought in line (a 404, an API error), is one line and the
+next bundle goes on (its issue is tried again by the next run, as nothing was recorded for it).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzz.errors import InputError
+from fuzz.errors import ExitCode, GdnfuzzError, InputError
 from fuzz.model.policies import Policy, resolve_policy
 from fuzz.model.result import VerdictStatus
 from fuzz.oracle.differential import replay
@@ -106,8 +108,6 @@ def canary_check(bundle: CrashBundle, tier: str) -> tuple[bool | None, str]:
 
 def verify_bundle(bundle: CrashBundle, candidate: Candidate, tries: int, tier: str | None = None) -> dict[str, Any]:
     """The verification record of ``bundle`` against ``candidate`` (``fuzz.store.bundle``'s format)."""
-    if tries < 1:
-        raise InputError(f"--tries: expected at least 1, got {tries}")
     tier = tier or bundle.verdict["tier"]
     trials = [trial(bundle, candidate.policy, tier) for _ in range(tries)]
     hits = sum(t.hit for t in trials)
@@ -125,14 +125,21 @@ def verify_bundle(bundle: CrashBundle, candidate: Candidate, tries: int, tier: s
 
 @dataclass
 class Outcome:
-    """What ``verify_store`` did for one bundle: its record, whether it was already there, the issue action."""
+    """What ``verify_store`` did for one bundle: its record (None when it could not be verified), whether it
+    was already there, the issue action, and what failed (``error``: the bundle; ``issue_error``: its issue)."""
 
     bundle: Path
     signature: str
-    record: dict[str, Any]
-    already: bool
+    record: dict[str, Any] | None
+    already: bool = False
     issue: dict[str, Any] | None = None
     issue_now: bool = False  # the issue action was taken by this run (else: recorded by an earlier one)
+    error: GdnfuzzError | None = None
+    issue_error: GdnfuzzError | None = None
+
+    @property
+    def failures(self) -> list[GdnfuzzError]:
+        return [e for e in (self.error, self.issue_error) if e is not None]
 
 
 def bundles_in(paths: list[Path], with_issue: bool = False) -> list[Path]:
@@ -153,31 +160,57 @@ def verify_store(bundles: list[Path], candidate: Candidate, tries: int, tier: st
                  repo: str | None = None, api_url: str | None = None,
                  log: Callable[[str], None] = lambda _: None) -> list[Outcome]:
     """Verify each bundle against ``candidate`` once (recorded under its key), then, with ``repo``,
-    close or reopen its issue once (recorded under the same key)."""
+    close or reopen its issue once (recorded under the same key); a failure is that bundle's alone."""
+    if tries < 1:
+        raise InputError(f"--tries: expected at least 1, got {tries}")
     outcomes = []
     for path in bundles:
-        bundle = load_bundle(path)
-        record = (bundle.verdict.get("verifications") or {}).get(candidate.key)
-        already = record is not None
-        if record is None:
-            record = verify_bundle(bundle, candidate, tries, tier)
-            fixed_in = None
-            if record["status"] == "fixed":
-                fixed_in = {"candidate": candidate.label, "revision": candidate.revision,
-                            "subject": candidate.subject, "last_bad": None}
-            record_verification(path, candidate.key, record, fixed_in)
-        outcome = Outcome(path, bundle.signature, record, already, record.get("issue"))
-        if repo is not None and outcome.issue is None:
-            outcome.issue, outcome.issue_now = sync_issue(path, repo, record, api_url), True
-            record_issue_action(path, candidate.key, outcome.issue)
+        outcome = _verify_one(path, candidate, tries, tier)
+        if repo is not None and outcome.record is not None and outcome.issue is None:
+            try:
+                outcome.issue, outcome.issue_now = sync_issue(path, repo, outcome.record, api_url), True
+                record_issue_action(path, candidate.key, outcome.issue)
+            except GdnfuzzError as exc:  # this bundle's issue only: the next bundle goes on
+                outcome.issue, outcome.issue_error = None, exc
         log(describe(outcome))
         outcomes.append(outcome)
     return outcomes
 
 
+def _verify_one(path: Path, candidate: Candidate, tries: int, tier: str | None) -> Outcome:
+    """One bundle's verification, recorded; a bundle that cannot be read or run is an Outcome with its error."""
+    try:
+        bundle = load_bundle(path)
+        record = (bundle.verdict.get("verifications") or {}).get(candidate.key)
+        if record is not None:
+            return Outcome(path, bundle.signature, record, True, record.get("issue"))
+        record = verify_bundle(bundle, candidate, tries, tier)
+        fixed_in = None
+        if record["status"] == "fixed":
+            fixed_in = {"candidate": candidate.label, "revision": candidate.revision,
+                        "subject": candidate.subject, "last_bad": None}
+        record_verification(path, candidate.key, record, fixed_in)
+        return Outcome(path, bundle.signature, record)
+    except GdnfuzzError as exc:  # this bundle only: the next one goes on
+        return Outcome(path, path.name, None, error=exc)
+
+
+def exit_code(outcomes: list[Outcome]) -> ExitCode:
+    """1 while a finding reproduces (or is flaky); else 5 when something outside the bundles failed (the
+    API, storage), else the code of the first bundle that could not be used (2: bad input); else 0."""
+    if any(o.record is not None and o.record["status"] in ("reproduces", "flaky") for o in outcomes):
+        return ExitCode.DIVERGED
+    failures = [e for o in outcomes for e in o.failures]
+    if any(e.exit_code == ExitCode.INFRASTRUCTURE for e in failures):
+        return ExitCode.INFRASTRUCTURE
+    return ExitCode(failures[0].exit_code) if failures else ExitCode.CLEAN
+
+
 def describe(outcome: Outcome) -> str:
-    """One line: signature, status with its counts, the reason, the issue action."""
+    """One line: signature, status with its counts, the reason, the issue action (or what failed)."""
     r = outcome.record
+    if r is None:
+        return f"{outcome.signature}: not verified: {outcome.error}"
     line = f"{outcome.signature}: {r['status']} ({r['hits']}/{r['tries']} tries"
     line += f", rate {r['hits'] / r['tries']:.2f})" if r["status"] == "flaky" else ")"
     if r["notes"]:
@@ -187,5 +220,8 @@ def describe(outcome: Outcome) -> str:
     if outcome.issue is not None:
         issue = outcome.issue
         line += f"; issue {issue['repo']}#{issue['number']}: {issue['action']}"
+        line += f" ({issue['reason']})" if issue.get("reason") else ""
         line += "" if outcome.issue_now else " earlier (nothing sent)"
+    if outcome.issue_error is not None:
+        line += f"; issue not brought in line (tried again next run): {outcome.issue_error}"
     return line
