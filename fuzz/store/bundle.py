@@ -19,7 +19,9 @@ A bundle holds:
 Invariants kept here:
 - one directory per signature: a second finding of a known signature only bumps ``hits``;
 - every file is written through ``fuzz.store.atomic.atomic_write``, and ``verdict.json`` last, so a
-  bundle with a verdict is complete; every later change to ``verdict.json`` goes through
+  bundle with a verdict is complete; a new bundle whose writing fails (a full or read-only disk) is
+  removed again with its regression file (:func:`_new_bundle`), so no directory is left without its
+  ``verdict.json``; every later change to ``verdict.json`` goes through
   :func:`update_verdict` (read, change, one atomic write);
 - :func:`load_bundle` accepts a bundle only if every file is present, every field has its type and
   the signature is the directory's name; anything else raises :class:`BundleError` naming the file
@@ -43,9 +45,11 @@ A finding's later life is recorded here too, each change one :func:`update_verdi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -247,12 +251,21 @@ def save_finding(f: Finding, crashes: Path, regressions: Path | None, documents:
     if f.reference == "vllm" and head.side == "candidate":
         expect["vllm"] = VerdictStatus.CLEAN.value
     annotations = {"expect": expect, "origin": f"gdnfuzz finding {f.signature}"}
+    regression = None if regressions is None else regressions / f"{f.signature}.json"
+    with _new_bundle(bundle, regression):
+        _write_bundle(f, bundle, regression, documents, annotations, replay)
+    return bundle
+
+
+def _write_bundle(f: Finding, bundle: Path, regression: Path | None, documents: Callable[[Path], dict[str, str]],
+                  annotations: dict[str, Any], replay: bool) -> None:
+    head = f.head
     atomic_write(bundle / "scenario.json", pretty_json(f.minimized, annotations))
     atomic_write(bundle / "original.json", pretty_json(f.original))
     for name, text in documents(bundle).items():
         atomic_write(bundle / name, text)
-    if regressions is not None:
-        atomic_write(regressions / f"{f.signature}.json", pretty_json(f.minimized, annotations))
+    if regression is not None:
+        atomic_write(regression, pretty_json(f.minimized, annotations))
     verdict = {
         "signature": f.signature,
         "class": f.finding_class.name,
@@ -275,7 +288,25 @@ def save_finding(f: Finding, crashes: Path, regressions: Path | None, documents:
                   "steps": len(f.candidate_run.steps)},
     }
     write_verdict(bundle, verdict)
-    return bundle
+
+
+@contextlib.contextmanager
+def _new_bundle(bundle: Path, regression: Path | None) -> Iterator[None]:
+    """The writes of a new bundle: if one fails, what they wrote is removed (the bundle directory when they
+    created it, the regression file when it is new) and the error goes on, so a failed write leaves nothing
+    that looks like a bundle without its ``verdict.json``."""
+    created = not bundle.exists()
+    new_regression = regression is not None and not regression.exists()
+    try:
+        yield
+    except BaseException:
+        if not (bundle / "verdict.json").exists():
+            with contextlib.suppress(OSError):
+                if created:
+                    shutil.rmtree(bundle)
+                if new_regression and regression is not None:
+                    regression.unlink(missing_ok=True)
+        raise
 
 
 def write_verdict(bundle: Path, data: dict[str, Any]) -> None:
@@ -313,10 +344,12 @@ def store_as_found(raw_bundle: Path, crashes: Path, regressions: Path | None) ->
     its minimization), ``verdict.json`` last; returns the bundle directory."""
     sig = load_verdict(raw_bundle / "verdict.json")["signature"]
     bundle = crashes / sig
-    for name in (*BUNDLE_FILES, TEST_FILE):
-        if name != "verdict.json" and (raw_bundle / name).exists():
-            atomic_write(bundle / name, (raw_bundle / name).read_bytes())
-    if regressions is not None:
-        atomic_write(regressions / f"{sig}.json", (raw_bundle / "scenario.json").read_bytes())
-    atomic_write(bundle / "verdict.json", (raw_bundle / "verdict.json").read_bytes())
+    regression = None if regressions is None else regressions / f"{sig}.json"
+    with _new_bundle(bundle, regression):
+        for name in (*BUNDLE_FILES, TEST_FILE):
+            if name != "verdict.json" and (raw_bundle / name).exists():
+                atomic_write(bundle / name, (raw_bundle / name).read_bytes())
+        if regression is not None:
+            atomic_write(regression, (raw_bundle / "scenario.json").read_bytes())
+        atomic_write(bundle / "verdict.json", (raw_bundle / "verdict.json").read_bytes())
     return bundle
