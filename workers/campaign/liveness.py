@@ -1,0 +1,122 @@
+"""What the driver knows of its actors and its cluster, from what they answer within a bounded wait.
+
+Invariants:
+- no call waits past its timeout: an actor that does not answer in time is ``unreachable`` (or
+  ``starting`` before its first answer), one Ray says is restarting is ``restarting``, one Ray says is
+  gone for good is ``dead``; none of them is ever shown with a rate (``exec_per_s`` is 0 unless it
+  answered this round);
+- an actor's counters never go back: a new incarnation (a new pid) counts from zero again, so what the
+  earlier ones did is kept in ``base``, which also starts from what an earlier run of a resumed
+  campaign recorded;
+- restarts count both Ray's restarts of the actor (new pids) and the actor's own restarts of its harness;
+- the cluster's capacity is every node seen alive since the start: one no longer alive is lost, with its CPUs.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+HEAD_CHECK_TIMEOUT = 2.0  # seconds to connect to the head's GCS port before the head counts as unreachable
+
+
+@dataclass
+class ActorView:
+    """One actor as the driver last saw it."""
+
+    name: str
+    state: str = "starting"
+    stats: dict[str, Any] = field(default_factory=dict)  # its last answer
+    pids: set[int] = field(default_factory=set)
+    base: int = 0  # execs of earlier incarnations, and of earlier runs of a resumed campaign
+    restarts_base: int = 0  # harness restarts of earlier incarnations
+    answered: float = 0.0  # when it last answered
+
+    @property
+    def execs(self) -> int:
+        return self.base + int(self.stats.get("execs", 0))
+
+    @property
+    def restarts(self) -> int:
+        return max(len(self.pids) - 1, 0) + self.restarts_base + int(self.stats.get("restarts", 0))
+
+    @property
+    def exec_per_s(self) -> float:
+        return float(self.stats.get("exec_per_s", 0)) if self.state == "alive" else 0.0
+
+
+class ActorWatch:
+    """The views of a set of actors, updated by :meth:`gather`."""
+
+    def __init__(self, names: list[str], carried: dict[str, int]):
+        self.views = {name: ActorView(name, base=carried.get(name, 0)) for name in names}
+
+    def gather(self, handles: dict[str, Any], timeout: float, method: str = "stats") -> dict[str, ActorView]:
+        """Call each actor's ``method`` (its stats, with a ``pid``) and wait at most ``timeout`` seconds for all."""
+        import ray
+
+        refs = {name: getattr(handle, method).remote() for name, handle in handles.items()}
+        ready = set(ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout)[0]) if refs else set()
+        for name, ref in refs.items():
+            view = self.views[name]
+            if ref not in ready:
+                view.state = "starting" if not view.pids else "unreachable"
+                continue
+            try:
+                self.answer(view, ray.get(ref, timeout=0))
+            except ray.exceptions.ActorUnavailableError:
+                view.state = "restarting"
+            except ray.exceptions.ActorDiedError:
+                view.state = "dead"
+            except ray.exceptions.RayActorError:
+                view.state = "restarting"
+        return self.views
+
+    @staticmethod
+    def answer(view: ActorView, stats: dict[str, Any]) -> None:
+        """Take an actor's answer: a new pid is a new incarnation, whose counters start from zero."""
+        if view.pids and stats["pid"] not in view.pids:
+            view.base += int(view.stats.get("execs", 0))
+            view.restarts_base += int(view.stats.get("restarts", 0))
+        view.pids.add(stats["pid"])
+        view.stats, view.state, view.answered = stats, "alive", time.time()
+
+    def mark(self, state: str) -> None:
+        """Set every actor that is not dead to ``state`` (``stopped`` at the end)."""
+        for view in self.views.values():
+            if view.state != "dead":
+                view.state = state
+
+
+@dataclass(frozen=True)
+class Capacity:
+    nodes: int
+    nodes_lost: int
+    cpus: float
+    cpus_lost: float
+
+
+class ClusterWatch:
+    """Every node seen alive since the campaign started, and which of them are gone."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, float] = {}  # node id -> its CPUs
+
+    def capacity(self, nodes: list[dict[str, Any]]) -> Capacity:
+        """From ``ray.nodes()``: the nodes and CPUs alive now, and those seen alive before and gone since."""
+        alive = {n["NodeID"]: float(n.get("Resources", {}).get("CPU", 0.0)) for n in nodes if n.get("Alive")}
+        self.seen.update(alive)
+        lost = {node: cpus for node, cpus in self.seen.items() if node not in alive}
+        return Capacity(len(alive), len(lost), sum(alive.values()), sum(lost.values()))
+
+
+def head_reachable(gcs_address: str) -> bool:
+    """Whether the head's GCS port takes a connection (checked before any call that would wait on it)."""
+    host, _, port = gcs_address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=HEAD_CHECK_TIMEOUT):
+            return True
+    except (OSError, ValueError):
+        return False
