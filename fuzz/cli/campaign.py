@@ -27,6 +27,7 @@ from fuzz.store.stats import default_stats_path
 DEFAULT_MAX_TIME = 300.0
 RESUME_FLAGS = ("address", "max_time", "drain_time")  # what --resume takes from the command line
 NOT_ARGUMENTS = ("command", "func", "resume", "defaults")
+PATHS = ("corpus", "crashes", "stats", "dashboard")
 RESUME_SEED_STEP = 100_000  # a resumed run's libFuzzer seeds differ from every earlier run's
 
 
@@ -71,8 +72,15 @@ def _resumed(args: argparse.Namespace) -> tuple[argparse.Namespace, Any, list[An
 
     crashes = Path(args.crashes).resolve()
     record = read_record(crashes)
-    given = [k for k, v in vars(args).items()
-             if k not in (*RESUME_FLAGS, *NOT_ARGUMENTS, "crashes") and v != args.defaults.get(k)]
+
+    def changed(key: str, value: Any) -> bool:
+        if value == args.defaults.get(key):
+            return False
+        if key in PATHS and value is not None:
+            value = str(Path(value).resolve())
+        return value != record.arguments.get(key)
+
+    given = [k for k, v in vars(args).items() if k not in (*RESUME_FLAGS, *NOT_ARGUMENTS, "crashes") and changed(k, v)]
     if given:
         raise InputError(f"--{given[0].replace('_', '-')}: --resume continues the campaign with the settings in "
                          f"{record_path(crashes)}; give only --address, --max-time or --drain-time with it")
@@ -102,9 +110,10 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         args, record, rows = _resumed(args)
     else:
         args.max_time = DEFAULT_MAX_TIME if args.max_time is None else args.max_time
-        args.corpus, args.crashes = str(Path(args.corpus).resolve()), str(Path(args.crashes).resolve())
-        args.stats = str(Path(args.stats or default_stats_path()).resolve())
-        args.dashboard = str(Path(args.dashboard).resolve()) if args.dashboard else None
+        args.stats = args.stats or default_stats_path()
+        for key in PATHS:  # absolute: a resumed campaign finds its stores from anywhere
+            value = getattr(args, key)
+            setattr(args, key, None if value is None else str(Path(value).resolve()))
     problem = _check(args)
     if problem:
         raise InputError(problem)

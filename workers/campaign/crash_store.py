@@ -61,7 +61,7 @@ class CrashStoreState:
     minimizing: dict[str, Any] = field(default_factory=dict)  # signature -> ObjectRef of its task
     unsaved: dict[str, Finding | Path] = field(default_factory=dict)  # the store refused it: a finding, or a raw bundle
     artifacts: dict[str, Path] = field(default_factory=dict)  # signature -> artifact to move once it is stored
-    storage: tuple[str, int, str] | None = None  # the last write refused: path, errno, strerror (None once one succeeds)
+    storage: tuple[str, int, str] | None = None  # why the store refuses writes now: path, errno, strerror
     queue: deque[str] = field(default_factory=deque)  # waiting for a verifier
     leases: dict[str, str] = field(default_factory=dict)  # verifier -> signature it is confirming
     attempts: Counter[str] = field(default_factory=Counter)
@@ -221,7 +221,9 @@ class CrashStoreActor:
             if sig not in self.s.seen:
                 self.report_finding(raw.parent.name, sig, str(raw))
         self._start_minimizations()
-        if self.s.unsaved and store_fault(self.config.crashes) is None:
+        fault = store_fault(self.config.crashes)  # what the store says now; a write below that fails says more
+        self.s.storage = None if fault is None else refusal(self.config.crashes, fault)
+        if self.s.unsaved and fault is None:
             for sig, finding in list(self.s.unsaved.items()):
                 self._store(sig, finding, "stored after the store refused it")
         self._sync_dirty()

@@ -250,7 +250,7 @@ class Campaign:
         """One line per actor whose state changed since the last round (after it first answered)."""
         for view in views:
             before = self._states.get(view.name)
-            if before is not None and before != view.state:
+            if before is not None and before != view.state and view.state != "stopped":
                 print(f"gdnfuzz campaign: {view.name}: {before} -> {view.state} (restarts {view.restarts})",
                       file=self.out, flush=True)
             if view.pids:
@@ -259,10 +259,13 @@ class Campaign:
     def _note_storage(self, now: float) -> None:
         """The storage faults the actors and the stats file report now; one line when one starts or clears."""
         current: dict[str, StorageError] = {}
-        for name, view in [*self.fuzzer_watch.views.items(), ("crash-store", self.store_watch.views["crash-store"])]:
+        for name, view in self.fuzzer_watch.views.items():
             fault = _refusal(view.stats.get("storage")) if view.state == "alive" else self.faults.get(name)
             if fault is not None:
                 current[name] = fault
+        store = _refusal(self._store.get("storage"))  # its last answer (its final one at the end)
+        if store is not None:
+            current["crash-store"] = store
         if self.stats is not None and self.stats.refused is not None:
             current["stats"] = StorageError(self.stats.refused.filename or self.settings.stats, self.stats.refused)
         if self._dashboard_fault is not None:

@@ -1,10 +1,10 @@
 """What the driver knows of its actors and its cluster, from what they answer within a bounded wait.
 
 Invariants:
-- no call waits past its timeout: an actor that does not answer in time is ``unreachable`` (or
-  ``starting`` before its first answer), one Ray says is restarting is ``restarting``, one Ray says is
-  gone for good is ``dead``; none of them is ever shown with a rate (``exec_per_s`` is 0 unless it
-  answered this round);
+- no call waits past its timeout: an actor that has not answered for :data:`UNREACHABLE_AFTER` seconds
+  is ``unreachable`` (``starting`` before its first answer), one Ray says is restarting is
+  ``restarting``, one Ray says is gone for good is ``dead``; none of them is ever shown with a rate
+  (``exec_per_s`` is 0 unless its state is ``alive``);
 - an actor's counters never go back: a new incarnation (a new pid) counts from zero again, so what the
   earlier ones did is kept in ``base``, which also starts from what an earlier run of a resumed
   campaign recorded;
@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+UNREACHABLE_AFTER = 20.0  # seconds without an answer before an actor that answered before is unreachable
 HEAD_CHECK_TIMEOUT = 2.0  # seconds to connect to the head's GCS port before the head counts as unreachable
 
 
@@ -61,8 +62,9 @@ class ActorWatch:
         ready = set(ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout)[0]) if refs else set()
         for name, ref in refs.items():
             view = self.views[name]
-            if ref not in ready:
-                view.state = "starting" if not view.pids else "unreachable"
+            if ref not in ready:  # busy for a while (a crash store storing a bundle) is not unreachable
+                if not view.pids or time.time() - view.answered > UNREACHABLE_AFTER:
+                    view.state = "starting" if not view.pids else "unreachable"
                 continue
             try:
                 self.answer(view, ray.get(ref, timeout=0))
