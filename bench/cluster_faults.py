@@ -9,7 +9,7 @@ Ray process; ``RAY_TMPDIR`` private, so no other Ray user's address file is touc
 --address <head>`` runs as a subprocess with ``PYTHONPATH`` = ``--checkout`` (default this checkout; an
 older checkout measures "before"), candidate pre-51113 (the seed bug and others are found within a minute).
 
-- ``faults``: 3 worker nodes, 2 fuzzers, ``--max-time`` 300, and on schedule: the store (corpus and crash
+- ``faults``: 3 worker nodes, 2 fuzzers, ``--max-time`` 360, and on schedule: the store (corpus and crash
   store) read-only for 40 s then writable (a read-only bind mount as root, chmod otherwise); the worker
   node of fuzzer-0 SIGKILLed (a spare node can take it); the node of fuzzer-1 removed gracefully, with no
   spare, and a node added 15 s later; the crash store's actor SIGKILLed. Each fault's line says what it cost.
@@ -380,8 +380,8 @@ def scenario_faults(checkout: Path, work: Path, max_time: float) -> None:
         os.kill(pid, signal.SIGKILL)
         faults.append(Fault(f"crash store actor (on {on}) SIGKILLed", start, store=True))
 
-    schedule = [lambda: read_only(70, 40), lambda: kill_node_of(130, "fuzzer-0", False, None),
-                lambda: kill_node_of(185, "fuzzer-1", True, 15), lambda: kill_store(245)]
+    schedule = [lambda: read_only(60, 40), lambda: kill_node_of(150, "fuzzer-0", False, None),
+                lambda: kill_node_of(220, "fuzzer-1", True, 15), lambda: kill_store(300)]
     try:
         for step in schedule:
             if run.proc.poll() is not None:
@@ -487,7 +487,7 @@ def scenario_scaling(checkout: Path, work: Path, seconds: float) -> None:
 
 SCENARIOS = {"faults": scenario_faults, "capacity": scenario_capacity, "head": scenario_head,
              "scaling": scenario_scaling}
-TIMES = {"faults": 300.0, "capacity": 150.0, "head": 300.0, "scaling": 90.0}
+TIMES = {"faults": 360.0, "capacity": 150.0, "head": 300.0, "scaling": 90.0}
 
 
 def main() -> None:

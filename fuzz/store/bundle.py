@@ -19,10 +19,11 @@ A bundle holds:
 Invariants kept here:
 - one directory per signature: a second finding of a known signature only bumps ``hits``;
 - every file is written through ``fuzz.store.atomic.atomic_write``, and ``verdict.json`` last, so a
-  bundle with a verdict is complete; a new bundle whose writing fails (a full or read-only disk) is
-  removed again with its regression file (:func:`_new_bundle`), so no directory is left without its
-  ``verdict.json``; every later change to ``verdict.json`` goes through
-  :func:`update_verdict` (read, change, one atomic write);
+  bundle with a verdict is complete; a new bundle is written in a hidden staging directory
+  (``.staging-HEX.tmp/<signature>/``) and renamed into place whole (:func:`_new_bundle`), so neither a
+  failed write (a full or read-only disk: the staging directory and a new regression file are removed)
+  nor a kill leaves a bundle directory without its ``verdict.json``; every later change to
+  ``verdict.json`` goes through :func:`update_verdict` (read, change, one atomic write);
 - :func:`load_bundle` accepts a bundle only if every file is present, every field has its type and
   the signature is the directory's name; anything else raises :class:`BundleError` naming the file
   and the field.
@@ -47,7 +48,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
+import secrets
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -252,18 +255,19 @@ def save_finding(f: Finding, crashes: Path, regressions: Path | None, documents:
         expect["vllm"] = VerdictStatus.CLEAN.value
     annotations = {"expect": expect, "origin": f"gdnfuzz finding {f.signature}"}
     regression = None if regressions is None else regressions / f"{f.signature}.json"
-    with _new_bundle(bundle, regression):
-        _write_bundle(f, bundle, regression, documents, annotations, replay)
+    with _new_bundle(bundle, regression) as staging:
+        _write_bundle(f, bundle, staging, regression, documents, annotations, replay)
     return bundle
 
 
-def _write_bundle(f: Finding, bundle: Path, regression: Path | None, documents: Callable[[Path], dict[str, str]],
-                  annotations: dict[str, Any], replay: bool) -> None:
+def _write_bundle(f: Finding, bundle: Path, staging: Path, regression: Path | None,
+                  documents: Callable[[Path], dict[str, str]], annotations: dict[str, Any], replay: bool) -> None:
+    """The files of ``bundle`` (rendered for its final place) into ``staging``, ``verdict.json`` last."""
     head = f.head
-    atomic_write(bundle / "scenario.json", pretty_json(f.minimized, annotations))
-    atomic_write(bundle / "original.json", pretty_json(f.original))
+    atomic_write(staging / "scenario.json", pretty_json(f.minimized, annotations))
+    atomic_write(staging / "original.json", pretty_json(f.original))
     for name, text in documents(bundle).items():
-        atomic_write(bundle / name, text)
+        atomic_write(staging / name, text)
     if regression is not None:
         atomic_write(regression, pretty_json(f.minimized, annotations))
     verdict = {
@@ -287,26 +291,39 @@ def _write_bundle(f: Finding, bundle: Path, regression: Path | None, documents: 
         "sizes": {"original": scenario_summary(f.original), "minimized": scenario_summary(f.minimized),
                   "steps": len(f.candidate_run.steps)},
     }
-    write_verdict(bundle, verdict)
+    write_verdict(staging, verdict)
 
 
 @contextlib.contextmanager
-def _new_bundle(bundle: Path, regression: Path | None) -> Iterator[None]:
-    """The writes of a new bundle: if one fails, what they wrote is removed (the bundle directory when they
-    created it, the regression file when it is new) and the error goes on, so a failed write leaves nothing
-    that looks like a bundle without its ``verdict.json``."""
-    created = not bundle.exists()
+def _new_bundle(bundle: Path, regression: Path | None) -> Iterator[Path]:
+    """Yield the staging directory a new bundle is written into; once the writes are done, rename it into
+    place whole (what an older writer left there without a ``verdict.json`` is replaced). If a write fails,
+    the staging directory and a regression file the writes created are removed, and the error goes on."""
+    parent = bundle.parent / f".staging-{secrets.token_hex(6)}.tmp"
     new_regression = regression is not None and not regression.exists()
     try:
-        yield
+        staging = parent / bundle.name
+        staging.mkdir(parents=True)
+        yield staging
+        if bundle.exists() and not (bundle / "verdict.json").exists():
+            shutil.rmtree(bundle)
+        os.rename(staging, bundle)
+        _fsync_dir(bundle.parent)
     except BaseException:
-        if not (bundle / "verdict.json").exists():
-            with contextlib.suppress(OSError):
-                if created:
-                    shutil.rmtree(bundle)
-                if new_regression and regression is not None:
-                    regression.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            if new_regression and regression is not None:
+                regression.unlink(missing_ok=True)
         raise
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_verdict(bundle: Path, data: dict[str, Any]) -> None:
@@ -345,11 +362,11 @@ def store_as_found(raw_bundle: Path, crashes: Path, regressions: Path | None) ->
     sig = load_verdict(raw_bundle / "verdict.json")["signature"]
     bundle = crashes / sig
     regression = None if regressions is None else regressions / f"{sig}.json"
-    with _new_bundle(bundle, regression):
+    with _new_bundle(bundle, regression) as staging:
         for name in (*BUNDLE_FILES, TEST_FILE):
             if name != "verdict.json" and (raw_bundle / name).exists():
-                atomic_write(bundle / name, (raw_bundle / name).read_bytes())
+                atomic_write(staging / name, (raw_bundle / name).read_bytes())
         if regression is not None:
             atomic_write(regression, (raw_bundle / "scenario.json").read_bytes())
-        atomic_write(bundle / "verdict.json", (raw_bundle / "verdict.json").read_bytes())
+        atomic_write(staging / "verdict.json", (raw_bundle / "verdict.json").read_bytes())
     return bundle

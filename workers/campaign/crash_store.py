@@ -179,9 +179,6 @@ class CrashStoreActor:
             else:
                 regressions = None if sig in self.s.artifacts else self.config.regressions
                 store_finding(finding, self.config.crashes, regressions)
-            artifact = self.s.artifacts.pop(sig, None)
-            if artifact is not None and artifact.exists():
-                self._move_to_reported(artifact)
         except OSError as exc:
             if sig not in self.s.unsaved:
                 self._event(sig, f"{what}: kept in memory, the store refused it ({exc.strerror or exc})")
@@ -189,11 +186,17 @@ class CrashStoreActor:
             self._refused(self.config.crashes / sig, exc)
             return False
         self.s.unsaved.pop(sig, None)
-        self.s.storage = None
         self.s.known.add(sig)
         self.s.states[sig] = None
         self._event(sig, what)
-        self._enqueue(sig)
+        artifact = self.s.artifacts.pop(sig, None)
+        if artifact is None:
+            self._enqueue(sig)  # an input that killed or hung the harness is not confirmed on the engine
+        elif artifact.exists():
+            try:
+                self._move_to_reported(artifact)
+            except OSError as exc:  # it stays, and is counted once more when reported again
+                self._refused(artifact, exc)
         return True
 
     def _refused(self, path: Path, exc: OSError) -> None:

@@ -71,7 +71,8 @@ LOCAL_START_ATTEMPTS = 3
 CALL_TIMEOUT = 5.0  # seconds a stats round waits for the actors
 STOP_TIMEOUT = 10.0  # seconds the fuzzers and verifiers get to stop at the end
 STORE_TIMEOUT = 20.0  # seconds the crash store gets to store what is left at the end
-HEAD_LOST_ROUNDS = 2  # stats rounds in a row without the head's GCS port: the head is lost
+HEAD_LOST_CHECKS = 2  # checks in a row (two a round) without the head's GCS port: the head is lost
+HEAD_RESOURCE = "node:__internal_head__"  # the resource Ray gives the head node
 
 
 class HeadLost(ToolError):
@@ -193,12 +194,14 @@ class Campaign:
         if self.config.verify_fixed:
             self._verify_fixed()
         remote = ray.remote(max_restarts=self.config.max_restarts, max_task_retries=0)
-        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-        # the crash store is single-threaded (its state has one writer) and runs on the driver's node
-        store = f"crash-store-{self.started:.6f}"  # the others find it by name (one per campaign on a cluster)
-        self.crash_store = remote(CrashStoreActor).options(name=store, num_cpus=0, max_concurrency=1,
-                                                           scheduling_strategy=here).remote(
-            self.config, self.started, self.deadline)
+        head = next((n["NodeID"] for n in ray.nodes() if n.get("Alive") and HEAD_RESOURCE in n.get("Resources", {})),
+                    ray.get_runtime_context().get_node_id())
+        # the crash store is single-threaded (its state has one writer) and runs on the head, never on a worker
+        # node that can be lost (Ray's soft affinity placed it on one); the others find it by name
+        store = f"crash-store-{self.started:.6f}"
+        self.crash_store = remote(CrashStoreActor).options(
+            name=store, num_cpus=0, max_concurrency=1, scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False)
+        ).remote(self.config, self.started, self.deadline)
         for i, name in enumerate(self.fuzzer_watch.views):
             self.fuzzers[name] = remote(FuzzerActor).options(num_cpus=share, max_concurrency=2,
                                                              scheduling_strategy="SPREAD").remote(
@@ -218,15 +221,15 @@ class Campaign:
 
     def poll(self, timeout: float = CALL_TIMEOUT) -> dict[str, Any]:
         """One round: stats rows, progress line, merge and dashboard scheduling; returns the latest stats.
-        Raises :class:`HeadLost` once the head's GCS port has not answered for :data:`HEAD_LOST_ROUNDS` rounds."""
-        import ray
+        Raises :class:`HeadLost` once the head's GCS port has not answered :data:`HEAD_LOST_CHECKS` checks in a row."""
 
         self._check_head()
         fuzzers = self.fuzzer_watch.gather(self.fuzzers, timeout)
         verifiers = self.verifier_watch.gather(self.verifiers, min(timeout, 2.0))
         store = self.store_watch.gather({"crash-store": self.crash_store}, timeout, method="tick")["crash-store"]
         self._store = store.stats or self._store
-        self._capacity = self.cluster.capacity(ray.nodes())
+        self._check_head()
+        self._capacity = self.cluster.poll(min(timeout, 2.0))
         now = time.time()
         self._note_states([*fuzzers.values(), *verifiers.values(), store])
         self._note_storage(now)
@@ -243,7 +246,7 @@ class Campaign:
             self._head_misses = 0
             return
         self._head_misses += 1
-        if self._head_misses >= HEAD_LOST_ROUNDS:
+        if self._head_misses >= HEAD_LOST_CHECKS:
             raise HeadLost(f"lost the Ray head ({self._gcs} does not answer)")
 
     def _note_states(self, views: list[ActorView]) -> None:
@@ -453,7 +456,10 @@ class Campaign:
         self._write_rows(time.time(), "head-lost")
         if self.stats is not None:
             self.stats.close()
-        return HeadLost(f"{exc} after {time.time() - self.started:.0f}s; {self.saved_line()}")
+        lost = HeadLost(f"{exc} after {time.time() - self.started:.0f}s; {self.saved_line()}")
+        if self._own_ray:
+            ray.shutdown()  # about 15 s without a head; Ray itself ends a process that waits on it for 60 s
+        return lost
 
     def run(self) -> CampaignSummary:
         self.start()

@@ -15,6 +15,7 @@ Invariants:
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -101,10 +102,34 @@ class Capacity:
 
 
 class ClusterWatch:
-    """Every node seen alive since the campaign started, and which of them are gone."""
+    """Every node seen alive since the campaign started, and which of them are gone.
+
+    ``ray.nodes()`` asks the head, and a call to a head that is gone blocks until Ray gives up on it and
+    ends the process: :meth:`poll` makes that call on a thread of its own and waits a bounded time, so the
+    driver goes on (and sees that the head is gone) while it is pending."""
 
     def __init__(self) -> None:
         self.seen: dict[str, float] = {}  # node id -> its CPUs
+        self.last = Capacity(0, 0, 0.0, 0.0)
+        self._answer: list[Any] = []
+        self._pending: threading.Thread | None = None
+
+    def poll(self, timeout: float) -> Capacity:
+        """The capacity from a ``ray.nodes()`` answered within ``timeout`` seconds, else the last one."""
+        import ray
+
+        if self._pending is None:
+            self._answer = []
+            self._pending = threading.Thread(target=lambda: self._answer.append(_or_none(ray.nodes)), daemon=True,
+                                             name="cluster-watch")
+            self._pending.start()
+        self._pending.join(timeout)
+        if self._pending.is_alive():
+            return self.last
+        self._pending = None
+        if self._answer and self._answer[0] is not None:
+            self.last = self.capacity(self._answer[0])
+        return self.last
 
     def capacity(self, nodes: list[dict[str, Any]]) -> Capacity:
         """From ``ray.nodes()``: the nodes and CPUs alive now, and those seen alive before and gone since."""
@@ -112,6 +137,13 @@ class ClusterWatch:
         self.seen.update(alive)
         lost = {node: cpus for node, cpus in self.seen.items() if node not in alive}
         return Capacity(len(alive), len(lost), sum(alive.values()), sum(lost.values()))
+
+
+def _or_none(call: Any) -> Any:
+    try:
+        return call()
+    except Exception:  # a head that answers with an error: no news this round
+        return None
 
 
 def head_reachable(gcs_address: str) -> bool:
