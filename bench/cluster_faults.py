@@ -133,13 +133,14 @@ def fuzzer_nodes(cluster: LocalCluster) -> dict[str, Any]:
         if "fuzz.search.harness" not in cmdline:
             continue
         try:
-            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            run = json.loads(next(e for e in env if e.startswith(b"GDNFUZZ_RUN=")).split(b"=", 1)[1])
-        except (OSError, StopIteration, ValueError):
+            env = dict(e.split(b"=", 1) for e in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if b"=" in e)
+        except OSError:
             continue
+        # the worker's raw area names the fuzzer: in its run settings, or (older checkouts) in its own variable
+        raw = json.loads(env[b"GDNFUZZ_RUN"])["crashes"] if b"GDNFUZZ_RUN" in env else env.get(b"GDNFUZZ_CRASHES", b"")
         node = _node_of(pid, raylets)
-        if node is not None:
-            found[Path(run["crashes"]).name] = node
+        if node is not None and raw:
+            found[Path(os.fsdecode(raw)).name] = node
     return found
 
 
@@ -284,12 +285,15 @@ def resumed_after(run: Run, fuzzer: str, since: float) -> float | None:
     return next((r.time - since for r in rows if r.time > since and r.execs > before), None)
 
 
-def store_back_after(run: Run, since: float) -> float | None:
-    """Seconds from ``since`` until the crash store answered again (state alive, in the stats file)."""
-    rows = sorted((r for r in stats_rows(run) if r.actor == "crash-store" and r.time > since + 1),
-                  key=lambda r: r.time)
-    gone = next((r.time for r in rows if r.state and r.state != "alive"), None)
-    return next((r.time - since for r in rows if gone and r.time > gone and r.state == "alive"), None)
+def store_back_after(run: Run, since: float) -> str:
+    """How long after ``since`` the crash store answered again as a new process (its restarts and state in the
+    stats file)."""
+    rows = sorted((r for r in stats_rows(run) if r.actor == "crash-store"), key=lambda r: r.time)
+    if not any(r.state for r in rows):
+        return "not recorded (no actor state in this checkout's stats)"
+    before = max((r.restarts for r in rows if r.time <= since), default=0)
+    return _seconds(next((r.time - since for r in rows if r.time > since and r.restarts > before
+                          and r.state == "alive"), None))
 
 
 def _seconds(value: float | None) -> str:
@@ -327,7 +331,7 @@ def fault_line(run: Run, fault: Fault) -> str:
     if fault.fuzzer is not None:
         return f"{fault.what} {at}: {fault.fuzzer} fuzzing again after {_seconds(resumed_after(run, fault.fuzzer, fault.at))}"
     if fault.store:
-        return f"{fault.what} {at}: answering again after {_seconds(store_back_after(run, fault.at))}"
+        return f"{fault.what} {at}: answering again after {store_back_after(run, fault.at)}"
     resumed = ", ".join(f"{f} after {_seconds(resumed_after(run, f, fault.at))}" for f in ("fuzzer-0", "fuzzer-1"))
     return f"{fault.what} {at}: from then, fuzzing resumed: {resumed}"
 
@@ -432,8 +436,8 @@ def scenario_head(checkout: Path, work: Path, max_time: float) -> None:
     ended = "killed by the bench 150s after the kill" if run.code is None else f"exit {run.code}"
     print(f"  head killed at 90s: the driver ended {run.ended - killed:.0f}s later ({ended}); last line: "
           f"{run.tail()[0] if run.tail() else ''}")
-    print(f"  store: {check.bundles} bundles, findings lost {len(check.lost)}, torn or invalid files "
-          f"{len(check.problems)}")
+    print(f"  store: {check.bundles} bundles, {len(check.lost)} signatures only raw (not yet stored as bundles), "
+          f"torn or invalid files {len(check.problems)}")
     before = max((r.execs for r in stats_rows(run) if r.actor == "fuzzer-0"), default=0)
     cluster = LocalCluster(nodes=1)
     resumed = start_campaign(checkout, store, cluster.address, 60, ["--resume"], "resume.log")

@@ -7,8 +7,9 @@ Invariants:
   state from disk: stored bundles, their verification state, and the minimisation queue (every raw
   signature with no bundle yet);
 - minimisation asks Ray for no CPU (it runs beside the fuzzers, as ``gdnfuzz run``'s reducer does, so
-  fuzzers holding every CPU never starve it) and at most ``config.minimizers`` run at once; each stops
-  by the end of the drain after the deadline (:meth:`CrashStoreActor.finish` stores what is left as found);
+  fuzzers holding every CPU never starve it) and at most ``config.minimizers`` run at once; each is given
+  until the end of the drain after the deadline, and one not collected by then is stored as found
+  (:meth:`CrashStoreActor.finish`);
 - every signature seen is stored, minimized or as found: one that does not reproduce when minimized, or
   whose minimisation failed, is stored as found, so the campaign's exit code and the store agree;
 - a write the store refuses (read-only, full) is a :class:`~fuzz.errors.StorageError`: the finding is kept
@@ -259,12 +260,15 @@ class CrashStoreActor:
                 self.s.dirty.discard(sig)
 
     def finish(self, fallback: str) -> dict[str, Any]:
-        """The end (the driver stopped the fuzzers and waited out the drain): stop the minimisations still
-        running, store every signature seen that has no bundle as found, and write what the store still
-        refuses into ``fallback``. Returns the stats, with ``kept`` (the fallback directory, or None)."""
+        """The end (the driver stopped the fuzzers and waited out the drain): stop the minimisations not
+        collected by then, store every signature seen that has no bundle as found (a copy: quick, where
+        storing a minimized one renders its report), and write what the store still refuses into
+        ``fallback``. Returns the stats, with ``kept`` (the fallback directory, or None) and ``lost``."""
         import ray
 
-        self.tick()
+        for sig, raw in raw_signatures(self.config).items():
+            if sig not in self.s.seen:
+                self.report_finding(raw.parent.name, sig, str(raw))
         for sig, ref in list(self.s.minimizing.items()):
             ray.cancel(ref, force=True)
             del self.s.minimizing[sig]

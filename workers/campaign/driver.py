@@ -69,7 +69,7 @@ from workers.campaign.verifier import VerifierActor
 LOCAL = "local"
 LOCAL_START_ATTEMPTS = 3
 CALL_TIMEOUT = 5.0  # seconds a stats round waits for the actors
-STOP_TIMEOUT = 10.0  # seconds the fuzzers and verifiers get to stop at the end
+STOP_TIMEOUT = 5.0  # seconds the fuzzers and verifiers get to stop at the end
 STORE_TIMEOUT = 20.0  # seconds the crash store gets to store what is left at the end
 HEAD_LOST_CHECKS = 2  # checks in a row (two a round) without the head's GCS port: the head is lost
 HEAD_RESOURCE = "node:__internal_head__"  # the resource Ray gives the head node
@@ -278,6 +278,7 @@ class Campaign:
             self.fault_log.append(line)
             print(f"gdnfuzz campaign: storage fault: {line}", file=self.out, flush=True)
         for where in self.faults.keys() - current.keys():
+            self.fault_log.append(f"[{now - self.started:.0f}s] {where}: the store takes writes again")
             print(f"gdnfuzz campaign: {where}: the store takes writes again", file=self.out, flush=True)
         self.faults = current
 
@@ -302,7 +303,7 @@ class Campaign:
         views = list(self.fuzzer_watch.views.values())
         states = list((cs.get("states") or {}).values())
         down = [v.name for v in [*views, *self.verifier_watch.views.values(), *self.store_watch.views.values()]
-                if v.state not in ("alive", "starting")]
+                if v.state not in ("alive", "starting", "stopped")]
         c = self._capacity
         return (f"[{time.time() - self.started:6.0f}s] execs {sum(v.execs for v in views)} "
                 f"exec/s {sum(v.exec_per_s for v in views):g} "
@@ -354,7 +355,7 @@ class Campaign:
         try:
             write_dashboard(self.settings.stats, self.config.crashes, self.settings.dashboard)
         except OSError as exc:
-            self._dashboard_fault = StorageError(exc.filename or self.settings.dashboard, exc)
+            self._dashboard_fault = StorageError(self.settings.dashboard, exc)
         else:
             self._dashboard_fault = None
 
