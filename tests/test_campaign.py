@@ -153,7 +153,7 @@ def _store(tmp_path: Path, verifiers: int = 1) -> Any:
     from workers.campaign.crash_store import CrashStoreActor
 
     config = CampaignConfig(RunSettings(corpus=tmp_path / "corpus", crashes=tmp_path / "crashes"), verifiers=verifiers)
-    return config, CrashStoreActor(config, time.time())
+    return config, CrashStoreActor(config, time.time(), time.time() + 300)
 
 
 def test_an_input_that_kills_the_harness_becomes_one_worker_crash_bundle(tmp_path: Path) -> None:
@@ -205,7 +205,7 @@ def test_a_new_crash_store_resumes_verification_and_filing_from_disk(tmp_path: P
         store_finding(finding, config.crashes, None)
         update_verdict(config.crashes / finding.signature, kind="poisoned-slot", confirmed=state)
 
-    store = CrashStoreActor(config, time.time())
+    store = CrashStoreActor(config, time.time(), time.time() + 300)
 
     assert list(store.s.queue) == [pending.signature]
     assert (config.crashes / confirmed.signature / "issue.md").read_text().startswith("# ")

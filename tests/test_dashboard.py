@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -11,8 +12,10 @@ import pytest
 from bundle_fixtures import write_bundle
 
 from fuzz.cli import main
-from fuzz.report.dashboard import MAX_POINTS, nice_ticks, scan_crashes, time_ticks
+from fuzz.report.dashboard import MAX_POINTS, nice_ticks, render_dashboard, scan_crashes, time_ticks
 from fuzz.store.stats import (
+    CAMPAIGN,
+    CLUSTER,
     StatsError,
     StatsReader,
     StatsRow,
@@ -184,3 +187,58 @@ def test_ticks_are_round():
 def test_crash_scan_ignores_other_directories(tmp_path):
     (tmp_path / "crashes" / "tmp").mkdir(parents=True)
     assert scan_crashes(tmp_path / "crashes") == [] and scan_crashes(tmp_path / "absent") == []
+
+
+def _liveness_campaign(path: Path, state: str) -> None:
+    """Two fuzzers, fuzzer-1 lost with its node at T0+30 and dead since; the campaign row says ``state``."""
+    with StatsWriter(path) as writer:
+        for i in range(5):
+            t = T0 + 10 * i
+            lost = i >= 3
+            writer.write(StatsRow(t, "fuzzer-0", execs=100 * i, exec_per_s=10.0, state="alive"))
+            writer.write(StatsRow(t, "fuzzer-1", execs=min(100 * i, 200), exec_per_s=0.0 if lost else 10.0,
+                                  state="dead" if lost else "alive", restarts=8 if lost else 0))
+            writer.write(StatsRow(t, CLUSTER, nodes=2 if lost else 3, nodes_lost=1 if lost else 0,
+                                  cpus=2.0 if lost else 3.0, cpus_lost=1.0 if lost else 0.0))
+            writer.write(StatsRow(t, CAMPAIGN, state=state if i == 4 else "running"))
+
+
+def test_status_shows_states_restarts_and_the_capacity_lost(tmp_path):
+    path = tmp_path / "stats.jsonl"
+    _liveness_campaign(path, "ended")
+    table = format_table(latest_by_actor(read_stats(path)), T0 + 100)
+    lines = table.splitlines()
+    assert lines[0].split() == ["actor", "age", "execs", "exec/s", "coverage", "corpus", "findings", "queue",
+                                "state", "restarts"]
+    row = next(ln.split() for ln in lines if ln.startswith("fuzzer-1"))
+    assert row[3] == "0.0" and row[-2:] == ["dead", "8"]
+    assert [ln.split()[0] for ln in lines if not ln.startswith("-")][1:4] == ["fuzzer-0", "fuzzer-1", "total"]
+    assert lines[-2:] == ["campaign: ended 60s ago", "cluster: 2 nodes alive, 1 lost; 2 CPUs alive, 1 lost"]
+    stale = tmp_path / "stale.jsonl"
+    _liveness_campaign(stale, "running")
+    assert "campaign: no report for 2m (its driver is gone; gdnfuzz campaign --resume continues it)" in \
+        format_table(latest_by_actor(read_stats(stale)), T0 + 200)
+
+
+def test_the_dashboard_of_an_ended_campaign_shows_no_current_rate(tmp_path):
+    stats, out = tmp_path / "stats.jsonl", tmp_path / "d.html"
+    _liveness_campaign(stats, "ended")
+    assert _cli(["dashboard", "--stats", str(stats), "--crashes", str(tmp_path / "none"), "--out", str(out)]) == 0
+    page = out.read_text()
+    facts = dict(re.findall(r"<div>([^<]+)<b>([^<]+)</b></div>", page))
+    assert "running for" not in facts and "exec/s now" not in facts
+    assert facts["ran for"] == "40s" and facts["exec/s average"] == "15.0"  # (400 + 200) execs over 40 s
+    assert facts["nodes alive / lost"] == "2 / 1" and facts["CPUs alive / lost"] == "2 / 1"
+    assert '<td class="actor-state dead">dead</td>' in page
+
+
+def test_the_dashboard_of_a_running_campaign_shows_its_rate(tmp_path):
+    stats = tmp_path / "stats.jsonl"
+    now = time.time()
+    with StatsWriter(stats) as writer:
+        writer.write(StatsRow(now - 20, "fuzzer-0", execs=10, exec_per_s=4.0, state="alive"))
+        writer.write(StatsRow(now, "fuzzer-0", execs=90, exec_per_s=4.0, state="alive"))
+        writer.write(StatsRow(now, CAMPAIGN, state="running"))
+    facts = dict(re.findall(r"<div>([^<]+)<b>([^<]+)</b></div>",
+                            render_dashboard(read_stats(stats), [], tmp_path, now)))
+    assert facts["running for"] == "20s" and facts["exec/s now"] == "4.0"

@@ -2,8 +2,12 @@
 
 Fuzzer actors run the atheris harness, one crash store dedups and minimizes,
 verifier actors confirm findings on the engine tier (see :mod:`workers.campaign.driver`).
-Exit code 1 if the crash store holds any finding at the end, 0 otherwise, 2 on
-bad input.
+Exit code: that of every finding the campaign holds at the end, minimized or stored as found
+(``exit_code_for``: 1 for a correctness finding of the candidate's own, 0 when there is none); 2 on
+bad input; 5 when the store refused writes at the end (one line naming the path, the errno and where
+the findings were kept) or the Ray head was lost (one line saying what is saved and how to resume).
+``--resume`` continues a campaign from its shared store with the settings it was started with
+(``crashes/campaign.json``), for the time it had left.
 """
 
 from __future__ import annotations
@@ -15,17 +19,24 @@ from typing import Any
 from fuzz.cli.options import add_fail_on_arg, add_policy_args, add_store_args, positive_int
 from fuzz.errors import InputError
 from fuzz.model.policies import PolicyError, resolve_policy
-from fuzz.oracle.verdict import exit_code_for
+from fuzz.oracle.verdict import FailOn, exit_code_for
 from fuzz.search.mutate import MAX_STEPS
 from fuzz.search.settings import DEFAULT_MINIMIZE_SECONDS, RunSettings
 from fuzz.store.stats import default_stats_path
 
+DEFAULT_MAX_TIME = 300.0
+RESUME_FLAGS = ("address", "max_time", "drain_time")  # what --resume takes from the command line
+NOT_ARGUMENTS = ("command", "func", "resume", "defaults")
+PATHS = ("corpus", "crashes", "stats", "dashboard")
+RESUME_SEED_STEP = 100_000  # a resumed run's libFuzzer seeds differ from every earlier run's
 
-def config_from_args(args: argparse.Namespace) -> Any:
+
+def config_from_args(args: argparse.Namespace, earlier_runs: int = 0) -> Any:
     from workers.campaign.config import CampaignConfig
 
     run = RunSettings(candidate=args.candidate, reference=args.reference, fail_on=args.fail_on,
-                      max_time=args.max_time, seed=args.seed, max_steps=args.max_steps,
+                      max_time=args.max_time, seed=args.seed + RESUME_SEED_STEP * earlier_runs,
+                      max_steps=args.max_steps,
                       minimize_seconds=args.minimize_time, libfuzzer=tuple(args.libfuzzer),
                       corpus=Path(args.corpus).resolve(), crashes=Path(args.crashes).resolve())
     return CampaignConfig(
@@ -41,7 +52,7 @@ def _check(args: argparse.Namespace) -> str | None:
             resolve_policy(spec)
         except PolicyError as exc:
             return f"{flag}: {exc}"
-    for flag, value in (("--fuzzers", args.fuzzers), ("--max-time", args.max_time)):
+    for flag, value in (("--fuzzers", args.fuzzers), ("--max-time", args.max_time or DEFAULT_MAX_TIME)):
         if value <= 0:
             return f"{flag}: expected a positive number, got {value}"
     if args.verifiers < 0 or args.gpus_per_verifier < 0:
@@ -53,23 +64,82 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _resumed(args: argparse.Namespace) -> tuple[argparse.Namespace, Any, list[Any]]:
+    """The saved campaign's arguments with this command's --address / --max-time / --drain-time, its record,
+    and its stats rows so far. --max-time not given: the time the campaign had left."""
+    from fuzz.store.stats import StatsReader
+    from workers.campaign.resume import fuzzed_seconds, read_record, record_path
+
+    crashes = Path(args.crashes).resolve()
+    record = read_record(crashes)
+
+    def changed(key: str, value: Any) -> bool:
+        if value == args.defaults.get(key):
+            return False
+        if key in PATHS and value is not None:
+            value = str(Path(value).resolve())
+        return value != record.arguments.get(key)
+
+    given = [k for k, v in vars(args).items() if k not in (*RESUME_FLAGS, *NOT_ARGUMENTS, "crashes") and changed(k, v)]
+    if given:
+        raise InputError(f"--{given[0].replace('_', '-')}: --resume continues the campaign with the settings in "
+                         f"{record_path(crashes)}; give only --address, --max-time or --drain-time with it")
+    saved = {**{k: v for k, v in vars(args).items() if k not in NOT_ARGUMENTS}, **record.arguments}
+    for key in ("address", "drain_time"):
+        if getattr(args, key) != args.defaults.get(key):
+            saved[key] = getattr(args, key)
+    try:
+        rows = StatsReader(saved["stats"]).poll()
+    except FileNotFoundError:
+        rows = []
+    budget = float(record.arguments.get("max_time") or DEFAULT_MAX_TIME)
+    saved["max_time"] = args.max_time if args.max_time is not None else budget - fuzzed_seconds(record, rows)
+    if saved["max_time"] <= 0:
+        raise InputError(f"{record_path(crashes)}: the campaign has run its {budget:g}s; give --max-time S to "
+                         "fuzz S seconds more")
+    saved["fail_on"] = FailOn(saved["fail_on"])
+    return argparse.Namespace(**saved, func=args.func, resume=True, defaults=args.defaults), record, rows
+
+
 def cmd_campaign(args: argparse.Namespace) -> int:
     from workers.campaign.driver import Campaign, DriverSettings
+    from workers.campaign.resume import CampaignRecord, carried_execs, write_record
 
+    record, rows = None, []
+    if args.resume:
+        args, record, rows = _resumed(args)
+    else:
+        args.max_time = DEFAULT_MAX_TIME if args.max_time is None else args.max_time
+        args.stats = args.stats or default_stats_path()
+        for key in PATHS:  # absolute: a resumed campaign finds its stores from anywhere
+            value = getattr(args, key)
+            setattr(args, key, None if value is None else str(Path(value).resolve()))
     problem = _check(args)
     if problem:
         raise InputError(problem)
-    config = config_from_args(args)
+    config = config_from_args(args, len(record.runs) if record else 0)
     dashboard = Path(args.dashboard) if args.dashboard else config.crashes / "dashboard.html"
-    settings = DriverSettings(address=args.address, stats=Path(args.stats or default_stats_path()),
-                              dashboard=dashboard)
-    summary = Campaign(config, settings).run()
+    settings = DriverSettings(address=args.address, stats=Path(args.stats), dashboard=dashboard,
+                              carried=carried_execs(rows))
+    campaign = Campaign(config, settings)
+    arguments = {k: v for k, v in vars(args).items() if k not in NOT_ARGUMENTS}
+    if record is not None:
+        arguments["max_time"] = record.arguments.get("max_time", arguments["max_time"])
+    record = CampaignRecord(arguments, ()) if record is None else record
+    write_record(config.crashes, record.with_run(campaign.started))
+    summary = campaign.run()
     print(f"campaign: {summary.seconds:.0f}s, {summary.execs} execs, fuzzer restarts {summary.restarts}")
     for seconds, sig, what in summary.events:
         print(f"{seconds:8.1f}s  {sig}  {what}")
     for sig, state in sorted(summary.signatures.items()):
         print(f"{sig}: {state or 'not verified'}  {config.crashes / sig}")
+    for line in summary.faults:
+        print(f"storage fault: {line}")
+    for sig in summary.lost:
+        print(f"{sig}: LOST: neither the store nor the fallback directory took it")
     print(f"dashboard: {dashboard}  stats: {settings.stats}")
+    if summary.storage is not None:
+        raise summary.storage
     return exit_code_for(summary.signatures)
 
 
@@ -80,7 +150,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--fuzzers", type=int, default=2, help="fuzzing actors, one CPU each (default 2)")
     p.add_argument("--verifiers", type=int, default=1, help="engine verifier actors, one GPU each where there is one (default 1)")
     p.add_argument("--gpus-per-verifier", type=float, default=1.0, help="used when the cluster has GPUs")
-    p.add_argument("--max-time", type=float, default=300, help="seconds of fuzzing")
+    p.add_argument("--max-time", type=float, default=None,
+                   help=f"seconds of fuzzing (default {DEFAULT_MAX_TIME:g}; with --resume: the time the campaign had left)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the campaign whose crash store is --crashes (its corpus, bundles, raw findings "
+                        "and stats) with the settings it was started with")
     add_policy_args(p)
     add_fail_on_arg(p)
     p.add_argument("--seed", type=int, default=1, help="fuzzer i uses libFuzzer -seed=SEED+i")
@@ -98,7 +172,9 @@ def add_parser(sub: Any) -> None:
                    help=f"drop mutations that take more scheduler steps (as `gdnfuzz run`; default {MAX_STEPS})")
     p.add_argument("--merge-every", type=float, default=600.0, help="seconds between corpus merges (0: never)")
     p.add_argument("--hang-timeout", type=int, default=60, help="seconds one input may run before it is a hang")
-    p.add_argument("--drain-time", type=float, default=240.0,
-                   help="seconds to wait at the end for pending minimizations and verifications")
+    p.add_argument("--drain-time", type=float, default=5.0,
+                   help="seconds after --max-time for minimizations in flight (then what is left is stored as "
+                        "found; a verification in flight is left for the next campaign)")
     p.add_argument("libfuzzer", nargs="*", help="libFuzzer flags, after --")
     p.set_defaults(func=cmd_campaign)
+    p.set_defaults(defaults={k: v for k, v in vars(p.parse_args([])).items() if k != "func"})

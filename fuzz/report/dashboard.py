@@ -12,6 +12,10 @@ Invariants kept here:
   time bucket), so a campaign that ran for days still gives a small page.
 - A crash directory with a bad ``verdict.json`` still gets a row, showing the
   one-line error, rather than stopping the page.
+- The page never shows a rate as current when it is not: once the campaign row says
+  ended (or the stats stopped coming) it shows how long the campaign ran, when it
+  stopped and its average exec/s; an actor's state and restarts, and the nodes and
+  CPUs the cluster lost, are shown as the driver wrote them.
 """
 
 from __future__ import annotations
@@ -30,8 +34,12 @@ from fuzz.model.scenario import read_json
 from fuzz.store.atomic import atomic_write
 from fuzz.store.bundle import BundleError, load_verdict
 from fuzz.store.stats import (
+    CAMPAIGN,
+    CLUSTER,
+    STALE_SECONDS,
     TOTAL,
     StatsRow,
+    actor_rows,
     format_age,
     latest_by_actor,
     read_stats,
@@ -251,23 +259,54 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.crashes td:first-child { white-space: nowrap; }
 .state.confirmed { color: #b00; font-weight: 600; } .state.not-confirmed { color: #777; }
 .state.inconclusive { color: #a60; } tr.bad td { color: #b00; }
+.actor-state.dead, .actor-state.unreachable { color: #b00; font-weight: 600; } .actor-state.restarting { color: #a60; }
 """
 
 
 def _actor_table(latest: dict[str, StatsRow], now: float) -> str:
     if not latest:
         return "<p>No stats yet.</p>"
-    head = "".join(f"<th>{h}</th>" for h in ("actor", "last report", "execs", "exec/s", "coverage", "findings"))
+    liveness = any(r.state for r in latest.values())
+    names = ("actor", "last report", "execs", "exec/s", "coverage", "findings", *(("state", "restarts") if liveness else ()))
+    head = "".join(f"<th>{h}</th>" for h in names)
     body = []
     for row in [*(latest[a] for a in sorted(latest)), campaign_totals(latest.values())]:
         age = "" if row.actor == TOTAL else f"{format_age(now - row.time)} ago"
         cells = [f"{row.execs:,}", f"{row.exec_per_s:,.1f}", f"{row.coverage:,}", f"{row.findings:,}"]
+        state = f'<td class="actor-state {html.escape(row.state)}">{html.escape(row.state or "-")}</td>' if liveness else ""
+        restarts = f'<td class="num">{row.restarts:,}</td>' if liveness else ""
         body.append(
             f"<tr><td>{html.escape(row.actor)}</td><td>{age}</td>"
             + "".join(f'<td class="num">{c}</td>' for c in cells)
+            + state + restarts
             + "</tr>"
         )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def run_facts(rows: Sequence[StatsRow], latest: dict[str, StatsRow], now: float) -> list[tuple[str, str]]:
+    """How long the campaign ran and how fast: "running for" and the current exec/s only while its driver
+    is reporting; once it ended (or went silent) how long it ran, when it stopped and its average exec/s."""
+    actors = actor_rows(latest)
+    total = campaign_totals(actors.values())
+    span = (max(r.time for r in rows) - min(r.time for r in rows)) if rows else 0.0
+    campaign = latest.get(CAMPAIGN)
+    last = max((r.time for r in rows), default=now)
+    reporting = now - (campaign.time if campaign else last) <= STALE_SECONDS
+    if not rows or reporting and (campaign is None or campaign.state == "running"):
+        return [("running for", format_age(span)), ("exec/s now", f"{total.exec_per_s:,.1f}")]
+    state = {"ended": "ended", "head-lost": "lost its Ray head"}.get(campaign.state if campaign else "", "no report")
+    return [("ran for", format_age(span)), (state, f"{format_age(now - last)} ago"),
+            ("exec/s average", f"{total.execs / span if span else 0.0:,.1f}")]
+
+
+def cluster_facts(latest: dict[str, StatsRow]) -> list[tuple[str, str]]:
+    """Nodes and CPUs alive and lost, where the campaign wrote a cluster row."""
+    row = latest.get(CLUSTER)
+    if row is None:
+        return []
+    return [("nodes alive / lost", f"{row.nodes} / {row.nodes_lost}"),
+            ("CPUs alive / lost", f"{row.cpus:g} / {row.cpus_lost:g}")]
 
 
 def compare_section(compare: dict[str, Any]) -> list[str]:
@@ -294,13 +333,12 @@ def render_dashboard(rows: Sequence[StatsRow], crashes: list[CrashRow], page_dir
     """The whole page as one string; links are relative to ``page_dir``, ages to ``now``; ``compare``
     (a ``gdnfuzz compare --json`` report) adds the A/B cost plots."""
     latest = latest_by_actor(rows)
-    total = campaign_totals(latest.values())
-    span = (max(r.time for r in rows) - min(r.time for r in rows)) if rows else 0.0
+    total = campaign_totals(actor_rows(latest).values())
     confirmed = sum(1 for c in crashes if c.verdict and c.verdict.get("confirmed") == "confirmed")
     facts = [
-        ("running for", format_age(span)),
+        *run_facts(rows, latest, now),
         ("execs", f"{total.execs:,}"),
-        ("exec/s now", f"{total.exec_per_s:,.1f}"),
+        *cluster_facts(latest),
         ("coverage", f"{total.coverage:,}"),
         ("corpus", f"{total.corpus_size:,}"),
         ("signatures", f"{len(crashes)}"),
@@ -327,7 +365,7 @@ def render_dashboard(rows: Sequence[StatsRow], crashes: list[CrashRow], page_dir
             "<h2>Progress</h2>",
             *plots,
             "<h2>Actors</h2>",
-            _actor_table(latest, now),
+            _actor_table(actor_rows(latest), now),
             "<h2>Crash signatures</h2>",
             _crash_table(crashes, page_dir),
             *(compare_section(compare) if compare else []),

@@ -19,8 +19,11 @@ A bundle holds:
 Invariants kept here:
 - one directory per signature: a second finding of a known signature only bumps ``hits``;
 - every file is written through ``fuzz.store.atomic.atomic_write``, and ``verdict.json`` last, so a
-  bundle with a verdict is complete; every later change to ``verdict.json`` goes through
-  :func:`update_verdict` (read, change, one atomic write);
+  bundle with a verdict is complete; a new bundle is written in a hidden staging directory
+  (``.staging-HEX.tmp/<signature>/``) and renamed into place whole (:func:`_new_bundle`), so neither a
+  failed write (a full or read-only disk: the staging directory and a new regression file are removed)
+  nor a kill leaves a bundle directory without its ``verdict.json``; every later change to
+  ``verdict.json`` goes through :func:`update_verdict` (read, change, one atomic write);
 - :func:`load_bundle` accepts a bundle only if every file is present, every field has its type and
   the signature is the directory's name; anything else raises :class:`BundleError` naming the file
   and the field.
@@ -43,9 +46,13 @@ A finding's later life is recorded here too, each change one :func:`update_verdi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
-from collections.abc import Callable
+import secrets
+import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -253,12 +260,22 @@ def save_finding(f: Finding, crashes: Path, regressions: Path | None, documents:
     if f.reference == "vllm" and head.side == "candidate":
         expect["vllm"] = VerdictStatus.CLEAN.value
     annotations = {"expect": expect, "origin": f"gdnfuzz finding {f.signature}"}
-    atomic_write(bundle / "scenario.json", pretty_json(f.minimized, annotations))
-    atomic_write(bundle / "original.json", pretty_json(f.original))
+    regression = None if regressions is None else regressions / f"{f.signature}.json"
+    with _new_bundle(bundle, regression) as staging:
+        _write_bundle(f, bundle, staging, regression, documents, annotations, replay)
+    return bundle
+
+
+def _write_bundle(f: Finding, bundle: Path, staging: Path, regression: Path | None,
+                  documents: Callable[[Path], dict[str, str]], annotations: dict[str, Any], replay: bool) -> None:
+    """The files of ``bundle`` (rendered for its final place) into ``staging``, ``verdict.json`` last."""
+    head = f.head
+    atomic_write(staging / "scenario.json", pretty_json(f.minimized, annotations))
+    atomic_write(staging / "original.json", pretty_json(f.original))
     for name, text in documents(bundle).items():
-        atomic_write(bundle / name, text)
-    if regressions is not None:
-        atomic_write(regressions / f"{f.signature}.json", pretty_json(f.minimized, annotations))
+        atomic_write(staging / name, text)
+    if regression is not None:
+        atomic_write(regression, pretty_json(f.minimized, annotations))
     verdict = {
         "signature": f.signature,
         "class": f.finding_class.name,
@@ -280,8 +297,39 @@ def save_finding(f: Finding, crashes: Path, regressions: Path | None, documents:
         "sizes": {"original": scenario_summary(f.original), "minimized": scenario_summary(f.minimized),
                   "steps": len(f.candidate_run.steps)},
     }
-    write_verdict(bundle, verdict)
-    return bundle
+    write_verdict(staging, verdict)
+
+
+@contextlib.contextmanager
+def _new_bundle(bundle: Path, regression: Path | None) -> Iterator[Path]:
+    """Yield the staging directory a new bundle is written into; once the writes are done, rename it into
+    place whole (what an older writer left there without a ``verdict.json`` is replaced). If a write fails,
+    the staging directory and a regression file the writes created are removed, and the error goes on."""
+    parent = bundle.parent / f".staging-{secrets.token_hex(6)}.tmp"
+    new_regression = regression is not None and not regression.exists()
+    try:
+        staging = parent / bundle.name
+        staging.mkdir(parents=True)
+        yield staging
+        if bundle.exists() and not (bundle / "verdict.json").exists():
+            shutil.rmtree(bundle)
+        os.rename(staging, bundle)
+        _fsync_dir(bundle.parent)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            if new_regression and regression is not None:
+                regression.unlink(missing_ok=True)
+        raise
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_verdict(bundle: Path, data: dict[str, Any]) -> None:
@@ -319,10 +367,12 @@ def store_as_found(raw_bundle: Path, crashes: Path, regressions: Path | None) ->
     its minimization), ``verdict.json`` last; returns the bundle directory."""
     sig = load_verdict(raw_bundle / "verdict.json")["signature"]
     bundle = crashes / sig
-    for name in (*BUNDLE_FILES, TEST_FILE):
-        if name != "verdict.json" and (raw_bundle / name).exists():
-            atomic_write(bundle / name, (raw_bundle / name).read_bytes())
-    if regressions is not None:
-        atomic_write(regressions / f"{sig}.json", (raw_bundle / "scenario.json").read_bytes())
-    atomic_write(bundle / "verdict.json", (raw_bundle / "verdict.json").read_bytes())
+    regression = None if regressions is None else regressions / f"{sig}.json"
+    with _new_bundle(bundle, regression) as staging:
+        for name in (*BUNDLE_FILES, TEST_FILE):
+            if name != "verdict.json" and (raw_bundle / name).exists():
+                atomic_write(staging / name, (raw_bundle / name).read_bytes())
+        if regression is not None:
+            atomic_write(regression, (raw_bundle / "scenario.json").read_bytes())
+        atomic_write(staging / "verdict.json", (raw_bundle / "verdict.json").read_bytes())
     return bundle

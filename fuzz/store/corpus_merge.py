@@ -79,6 +79,21 @@ def content_name(data: bytes) -> str:
     return hashlib.sha1(data).hexdigest()
 
 
+CONTENT_NAME = re.compile(r"[0-9a-f]{40}")
+
+
+def remove_torn_inputs(directory: Path) -> list[Path]:
+    """Remove what a cut-short write left in a libFuzzer queue ``directory`` (a full or read-only disk: libFuzzer
+    does not check its writes): each file named as libFuzzer names inputs, by the SHA-1 of its content, whose
+    content no longer has that SHA-1. Other files are left alone. Call it only while no libFuzzer writes there
+    (a file being written looks torn). Returns the paths removed."""
+    torn = [p for p in list_inputs(directory)
+            if CONTENT_NAME.fullmatch(p.name) and content_name(p.read_bytes()) != p.name]
+    for path in torn:
+        path.unlink(missing_ok=True)
+    return torn
+
+
 def list_inputs(directory: Path) -> list[Path]:
     """Every regular, non-hidden file under ``directory`` (recursively, as libFuzzer reads corpus dirs)."""
     if not directory.is_dir():

@@ -16,13 +16,22 @@ Invariants kept here:
   *with* its newline is corruption and raises :class:`StatsError` naming the
   file, line and field.
 - Totals across actors sum the per-actor counters (``execs``, ``exec_per_s``,
-  ``findings``, ``verifier_queue``: report each finding from one actor only)
-  and take the maximum of the shared gauges (``coverage``, ``corpus_size``:
-  every actor sees the one shared corpus).
+  ``findings``, ``verifier_queue``, ``restarts``: report each finding from one
+  actor only) and take the maximum of the shared gauges (``coverage``,
+  ``corpus_size``: every actor sees the one shared corpus; the cluster's
+  ``nodes``, ``nodes_lost``, ``cpus``, ``cpus_lost``: only the ``cluster`` row
+  carries them).
+- Liveness is written, never inferred from silence: a campaign's actor rows carry
+  ``state`` (:data:`ACTOR_STATES`) and an actor that does not answer gets a row
+  saying so with ``exec_per_s`` 0, so no table shows a lost actor alive with its
+  last rate. Two rows are not actors: ``campaign`` (``state`` running, ended or
+  head-lost) and ``cluster`` (the nodes and CPUs alive and lost since the start).
+  Rows without ``state`` (files written before it existed) read as they did.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -36,9 +45,13 @@ from fuzz.model import json_input
 
 STATS_ENV = "GDNFUZZ_STATS"
 DEFAULT_STATS_PATH = "stats.jsonl"
-SUMMED = ("execs", "exec_per_s", "findings", "verifier_queue")
-SHARED = ("coverage", "corpus_size")
+SUMMED = ("execs", "exec_per_s", "findings", "verifier_queue", "restarts")
+SHARED = ("coverage", "corpus_size", "nodes", "nodes_lost", "cpus", "cpus_lost")
 TOTAL = "total"
+CAMPAIGN, CLUSTER = "campaign", "cluster"  # the rows that are not actors
+ACTOR_STATES = ("starting", "alive", "restarting", "unreachable", "dead", "stopped")
+CAMPAIGN_STATES = ("running", "ended", "head-lost")
+STALE_SECONDS = 60.0  # a running campaign whose last row is older than this has stopped reporting
 
 
 _ACCEPTED: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float)}
@@ -62,6 +75,12 @@ class StatsRow:
     corpus_size: int = 0
     findings: int = 0
     verifier_queue: int = 0
+    state: str = ""  # ACTOR_STATES, CAMPAIGN_STATES on the campaign row; "" in files older than it
+    restarts: int = 0
+    nodes: int = 0  # the cluster row: nodes alive, and lost since the campaign started
+    nodes_lost: int = 0
+    cpus: float = 0.0  # the cluster row: CPUs alive, and lost with the nodes that died
+    cpus_lost: float = 0.0
 
     @classmethod
     def now(cls, actor: str, **counters: Any) -> StatsRow:
@@ -90,7 +109,12 @@ class StatsRow:
 
 
 class StatsWriter:
-    """Appends rows to a JSON-lines file (created with its parent directories)."""
+    """Appends rows to a JSON-lines file (created with its parent directories).
+
+    A write that the disk cuts short (full disk, file size limit) is taken back: the file is truncated
+    to where the row began and the write raises ``OSError``, so a later row never lands after a torn one
+    (the one writer of a campaign's file is its driver, so nothing else can have been appended since).
+    """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -98,7 +122,12 @@ class StatsWriter:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def write(self, row: StatsRow) -> None:
-        os.write(self._fd, row.to_line().encode())
+        line = row.to_line().encode()
+        start = os.fstat(self._fd).st_size
+        written = os.write(self._fd, line)  # raises only when nothing was written
+        if written != len(line):
+            os.ftruncate(self._fd, start)
+            raise OSError(errno.ENOSPC, f"wrote {written} of {len(line)} bytes", str(self.path))
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -196,6 +225,7 @@ COLUMNS = (
     ("findings", ">"),
     ("queue", ">"),
 )
+LIVENESS_COLUMNS = (("state", "<"), ("restarts", ">"))  # shown once any row carries a state
 
 
 def format_age(seconds: float) -> str:
@@ -209,9 +239,9 @@ def format_age(seconds: float) -> str:
     return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
 
 
-def _cells(row: StatsRow, now: float) -> list[str]:
+def _cells(row: StatsRow, now: float, liveness: bool) -> list[str]:
     age = "" if row.actor == TOTAL else format_age(now - row.time)
-    return [
+    cells = [
         row.actor,
         age,
         f"{row.execs:,}",
@@ -221,20 +251,55 @@ def _cells(row: StatsRow, now: float) -> list[str]:
         f"{row.findings:,}",
         f"{row.verifier_queue:,}",
     ]
+    return [*cells, row.state or "-", f"{row.restarts:,}"] if liveness else cells
+
+
+def actor_rows(latest: dict[str, StatsRow]) -> dict[str, StatsRow]:
+    """The rows of actors, without the campaign and cluster rows."""
+    return {a: r for a, r in latest.items() if a not in (CAMPAIGN, CLUSTER)}
+
+
+def campaign_line(latest: dict[str, StatsRow], now: float) -> str | None:
+    """The campaign's state in words: running, ended, its head lost, or silent for too long."""
+    row = latest.get(CAMPAIGN)
+    if row is None:
+        return None
+    ago = format_age(now - row.time)
+    if row.state == "ended":
+        return f"campaign: ended {ago} ago"
+    if row.state == "head-lost":
+        return f"campaign: lost its Ray head {ago} ago (gdnfuzz campaign --resume continues it)"
+    if now - row.time > STALE_SECONDS:
+        return f"campaign: no report for {ago} (its driver is gone; gdnfuzz campaign --resume continues it)"
+    return "campaign: running"
+
+
+def cluster_line(latest: dict[str, StatsRow]) -> str | None:
+    """The cluster's capacity now and what it lost since the campaign started."""
+    row = latest.get(CLUSTER)
+    if row is None:
+        return None
+    return (f"cluster: {row.nodes} nodes alive, {row.nodes_lost} lost; {row.cpus:g} CPUs alive, "
+            f"{row.cpus_lost:g} lost")
 
 
 def format_table(latest: dict[str, StatsRow], now: float) -> str:
-    """The latest row of each actor, sorted by name, then the totals; ``age`` is ``now - time``."""
-    body = [_cells(latest[a], now) for a in sorted(latest)]
-    body.append(_cells(totals(latest.values()), now))
-    header = [name for name, _ in COLUMNS]
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(COLUMNS))]
+    """The latest row of each actor, sorted by name, then the totals (``age`` is ``now - time``), then the
+    campaign's and the cluster's lines where the file has them."""
+    actors = actor_rows(latest)
+    liveness = any(r.state for r in latest.values())
+    columns = COLUMNS + LIVENESS_COLUMNS if liveness else COLUMNS
+    body = [_cells(actors[a], now, liveness) for a in sorted(actors)]
+    body.append(_cells(totals(actors.values()), now, liveness))
+    header = [name for name, _ in columns]
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(columns))]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(f"{c:{a}{w}}" for c, (_, a), w in zip(cells, COLUMNS, widths, strict=True)).rstrip()
+        return "  ".join(f"{c:{a}{w}}" for c, (_, a), w in zip(cells, columns, widths, strict=True)).rstrip()
 
     rule = "-" * len(line(header))
-    return "\n".join([line(header), rule, *map(line, body[:-1]), rule, line(body[-1])])
+    footer = [text for text in (campaign_line(latest, now), cluster_line(latest)) if text]
+    return "\n".join([line(header), rule, *map(line, body[:-1]), rule, line(body[-1]), *footer])
 
 
 def default_stats_path() -> str:

@@ -19,8 +19,10 @@ or a restarted campaign resumes from it; nothing is kept only in memory):
   bundle. Before any of them starts, the verify-fixed task (``verify_fixed``)
   records each bundle's verification against the installed vLLM.
 
-Actors are created with ``max_restarts=-1``: each starts its work thread in
-``__init__``, so a restarted actor resumes by itself from the disk state.
+Actors are restarted by Ray, on any node with room, at most ``max_restarts`` times
+each: each starts its work thread in ``__init__``, so a restarted actor resumes by
+itself from the disk state. ``crashes/campaign.json`` holds the campaign's own
+settings and the start of each of its runs, for ``gdnfuzz campaign --resume``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ class CampaignConfig:
     verify_tier: str = "engine"
     file_issues: str | None = None
     dry_run_issues: bool = False
-    drain_time: float = 240.0
+    drain_time: float = 5.0  # seconds after the deadline for minimisations in flight; then what is left is stored as found
+    minimizers: int = 2  # minimisations at once (they ask Ray for no CPU: they run beside the fuzzers)
+    max_restarts: int = 8  # per actor; an actor past it is dead and shown so
     cpu_share: float = 1.0  # Ray CPUs each fuzzer, verifier and task asks for (below 1 on an oversubscribed machine)
     verify_fixed: bool = False  # at the start, replay every stored finding against the installed vLLM
     verify_tries: int = 3

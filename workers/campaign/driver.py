@@ -3,49 +3,80 @@
 ``Campaign(config).run()`` starts one crash store, ``config.fuzzers`` fuzzer
 actors (each its own libFuzzer seed and working queue), ``config.verifiers``
 verifier actors (``num_gpus`` when the cluster has GPUs), then until the
-deadline: every ``stats_every`` seconds appends one stats row per actor
-(:mod:`fuzz.store.stats`) and prints one progress line on stderr, schedules a corpus
-merge every ``merge_every`` seconds (never two at once), rewrites the dashboard
-every ``dashboard_every`` seconds. At the deadline it stops the fuzzers, lets
-the crash store drain (pending minimizations and verifications, up to
-``drain_time`` seconds), stops the verifiers and writes the final dashboard. With
-``config.verify_fixed`` it first runs one task that replays every stored finding against the installed
-vLLM (``tasks.verify_fixed_task``) and prints what it found, before any actor starts, so the crash
-store stays the only writer of the bundles while it runs.
+deadline: every ``stats_every`` seconds appends one stats row per actor, one for
+the campaign and one for the cluster (:mod:`fuzz.store.stats`) and prints one
+progress line on stderr, schedules a corpus merge every ``merge_every`` seconds
+(never two at once), rewrites the dashboard every ``dashboard_every`` seconds.
+At the deadline it stops the fuzzers, gives minimisations in flight
+``drain_time`` seconds, then has the crash store store everything left as found,
+stops the verifiers (a verification in flight is left for the next campaign) and
+writes the final rows and dashboard. With ``config.verify_fixed`` it first runs one task that replays
+every stored finding against the installed vLLM (``tasks.verify_fixed_task``)
+and prints what it found, before any actor starts, so the crash store stays the
+only writer of the bundles while it runs.
 
-Invariant: the driver holds nothing the campaign needs to resume; it only
-reads the actors' state and writes the stats file and the dashboard.
+Invariants:
+- the driver holds nothing the campaign needs to resume; it reads the actors' state and writes the
+  stats file and the dashboard. The campaign's state is on the shared store, and the crash store runs on
+  the driver's node (the head, on a cluster), so a worker node's loss never takes it;
+- actors are placed by resource (fuzzers and verifiers spread over the nodes), and Ray restarts one
+  whose node or process died on any node with room, at most ``config.max_restarts`` times; one that
+  cannot be placed is shown restarting, one past its restarts dead, and the cluster row shows the
+  nodes and CPUs lost (:mod:`workers.campaign.liveness`);
+- ``--max-time`` holds within seconds whatever dies: every wait on Ray has a timeout, the end takes
+  at most ``drain_time`` plus :data:`STOP_TIMEOUT` and :data:`STORE_TIMEOUT` seconds past the deadline;
+- every finding seen counts (``CampaignSummary.signatures``: minimized, stored as found, or kept
+  outside a store that refused it); a crash store that cannot be reached at the end is killed and the
+  driver stores the raw findings as found itself;
+- a lost head (its GCS port stops answering) ends the run with one line saying what is saved and how
+  to resume (:class:`HeadLost`); a store that refuses writes at the end ends it with a
+  :class:`~fuzz.errors.StorageError` naming the path, the errno and where the findings were kept.
 
 Resources: on the embedded local Ray the CPU count is the machine's; when the
-actors ask for more CPUs than that (2 fuzzers, a CPU verifier and tasks on 2
+actors ask for more CPUs than that (2 fuzzers, a CPU verifier and a merge on 2
 cores), each asks for ``cpu_share < 1`` so that all of them are placed (the
-OS then shares the cores). On a cluster each asks for one CPU. The embedded
+OS then shares the cores). On a cluster each asks for one CPU. Minimisations
+ask for none (:mod:`workers.campaign.crash_store`). The embedded
 Ray runs its workers at niceness 0, as ``gdnfuzz run`` runs its harness (Ray's
 default of 15 starves the fuzzers on a machine that is busy with anything
-else); a cluster keeps its own setting.
+else); a cluster keeps its own setting. The embedded Ray, and a cluster named
+by a loopback address, stay on 127.0.0.1 (:mod:`workers.campaign.loopback`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from fuzz.store.stats import StatsRow, StatsWriter
+from fuzz.errors import StorageError, ToolError
+from fuzz.store.corpus_merge import list_inputs
+from fuzz.store.stats import CAMPAIGN, CLUSTER, StatsRow
 from workers.campaign.config import CampaignConfig
-from workers.campaign.crash_store import CrashStoreActor
+from workers.campaign.crash_store import CrashStoreActor, raw_signatures, store_unminimized
 from workers.campaign.fuzzer import FuzzerActor
+from workers.campaign.liveness import ActorView, ActorWatch, Capacity, ClusterWatch, head_reachable
+from workers.campaign.loopback import is_loopback, use_loopback
+from workers.campaign.stats_log import StatsLog
 from workers.campaign.tasks import merge_shared_corpus, verify_fixed_task
 from workers.campaign.verifier import VerifierActor
 
 LOCAL = "local"
 LOCAL_START_ATTEMPTS = 3
-ACTOR_OPTIONS = {"max_restarts": -1, "max_task_retries": -1}  # a killed actor is restarted; its calls retried
+CALL_TIMEOUT = 5.0  # seconds a stats round waits for the actors
+STOP_TIMEOUT = 5.0  # seconds the fuzzers and verifiers get to stop at the end
+STORE_TIMEOUT = 20.0  # seconds the crash store gets to store what is left at the end
+HEAD_LOST_CHECKS = 2  # checks in a row (two a round) without the head's GCS port: the head is lost
+HEAD_RESOURCE = "node:__internal_head__"  # the resource Ray gives the head node
+
+
+class HeadLost(ToolError):
+    """The Ray head stopped answering: one line saying what is saved on the shared store and how to resume."""
 
 
 @dataclass
@@ -56,22 +87,35 @@ class DriverSettings:
     stats_every: float = 5.0
     dashboard_every: float = 60.0
     namespace: str = "gdnfuzz"
+    carried: dict[str, int] = field(default_factory=dict)  # execs per actor from earlier runs (--resume)
+    fallback: Path | None = None  # where findings the store refuses at the end are kept (default: a temporary dir)
 
 
 @dataclass
 class CampaignSummary:
     seconds: float
     execs: int
-    signatures: dict[str, str | None]  # signature -> confirmed state
+    signatures: dict[str, str | None]  # every signature seen -> confirmed state
     events: list[tuple[float, str, str]]
     restarts: dict[str, int]
     merges: list[Any] = field(default_factory=list)
+    storage: StorageError | None = None  # a store still refused writes at the end
+    faults: list[str] = field(default_factory=list)  # storage faults met during the run, one line each
+    lost: list[str] = field(default_factory=list)  # findings no store took (only in this summary)
 
 
 def cpu_share(cpus: float, config: CampaignConfig, gpus: float) -> float:
     """The CPUs each actor and task asks for so that every fuzzer, CPU verifier and one task fit on ``cpus``."""
     demand = config.fuzzers + (0 if gpus else config.verifiers) + 1
     return min(1.0, math.floor(cpus / demand * 1000) / 1000)  # rounded down: the shares must fit exactly
+
+
+def _refusal(report: Any, kept: str | None = None) -> StorageError | None:
+    """An actor's ``storage`` report (path, errno, strerror) as the StorageError it stands for."""
+    if not report:
+        return None
+    path, number, text = report
+    return StorageError(path, OSError(number, text), kept=kept)
 
 
 class Campaign:
@@ -85,29 +129,41 @@ class Campaign:
         self.started = time.time()
         self.deadline = self.started + config.run.max_time
         self._own_ray = False
-        self._base: dict[str, int] = {}  # execs of an actor's earlier incarnations
-        self._last: dict[str, dict[str, Any]] = {}
-        self._pids: dict[str, set[int]] = {}
+        self._gcs = ""
+        self._head_misses = 0
+        self.fuzzer_watch = ActorWatch([f"fuzzer-{i}" for i in range(config.fuzzers)], settings.carried)
+        self.verifier_watch = ActorWatch([f"verifier-{i}" for i in range(config.verifiers)], settings.carried)
+        self.store_watch = ActorWatch(["crash-store"], {})
+        self.cluster = ClusterWatch()
+        self._capacity = Capacity(0, 0, 0.0, 0.0)
         self._store: dict[str, Any] = {}
+        self._states: dict[str, str] = {}
         self._merge: Any = None
         self._last_merge = self._last_dashboard = time.time()
         self.merges: list[Any] = []
-        self.stats = StatsWriter(settings.stats)
+        self.faults: dict[str, StorageError] = {}  # where -> the storage fault there now
+        self.fault_log: list[str] = []
+        self._dashboard_fault: StorageError | None = None
+        self.stats: StatsLog | None = None
 
     # -- start
 
     def _init_ray(self) -> None:
+        if is_loopback(self.settings.address):
+            use_loopback()
         import ray
 
         if ray.is_initialized():
+            self._gcs = ray.get_runtime_context().gcs_address
             return
         env = {"env_vars": {"VLLM_LOGGING_LEVEL": "ERROR", "RAY_DEDUP_LOGS": "0"}}
         if self.settings.address == LOCAL:
             for attempt in range(LOCAL_START_ATTEMPTS):
                 try:
-                    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, namespace=self.settings.namespace,
+                    ray.init(address=LOCAL, num_cpus=os.cpu_count(), include_dashboard=False,
+                             namespace=self.settings.namespace,
                              object_store_memory=256 * 1024 ** 2, runtime_env=env, logging_level="ERROR",
-                             _system_config={"worker_niceness": 0})
+                             log_to_driver=False, _system_config={"worker_niceness": 0})
                     break
                 except Exception as exc:  # Ray gives its raylet 30 s to register: too little on a loaded machine
                     ray.shutdown()
@@ -116,35 +172,46 @@ class Campaign:
                     print(f"gdnfuzz campaign: local Ray did not start ({exc}); retrying", file=self.out)
         else:
             ray.init(address=self.settings.address, namespace=self.settings.namespace, runtime_env=env,
-                     logging_level="ERROR")
+                     logging_level="ERROR", log_to_driver=False)
         self._own_ray = True
+        self._gcs = ray.get_runtime_context().gcs_address
 
     def start(self) -> None:
+        try:
+            for d in (self.config.queue, self.config.raw):
+                d.mkdir(parents=True, exist_ok=True)
+            self.stats = StatsLog(self.settings.stats)
+        except OSError as exc:
+            raise StorageError(exc.filename or self.config.queue, exc) from None
+        self._init_ray()  # first: Ray is imported only once its environment is set
         import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        self._init_ray()
         resources = ray.cluster_resources()
         gpus = resources.get("GPU", 0.0)
         share = cpu_share(resources.get("CPU", 1.0), self.config, gpus) if self.settings.address == LOCAL else 1.0
         self.config = replace(self.config, cpu_share=share)
-        for d in (self.config.queue, self.config.raw):
-            d.mkdir(parents=True, exist_ok=True)
         if self.config.verify_fixed:
             self._verify_fixed()
-        remote = ray.remote(**ACTOR_OPTIONS)
-        # the crash store is single-threaded (its state has one writer); the others answer stats() during stop()
-        self.crash_store = remote(CrashStoreActor).options(num_cpus=0, max_concurrency=1).remote(
-            self.config, self.started)
-        for i in range(self.config.fuzzers):
-            name = f"fuzzer-{i}"
-            self.fuzzers[name] = remote(FuzzerActor).options(num_cpus=share, max_concurrency=2).remote(
-                name, self.config.run.seed + i, self.config, self.crash_store, self.deadline)
+        remote = ray.remote(max_restarts=self.config.max_restarts, max_task_retries=0)
+        head = next((n["NodeID"] for n in ray.nodes() if n.get("Alive") and HEAD_RESOURCE in n.get("Resources", {})),
+                    ray.get_runtime_context().get_node_id())
+        # the crash store is single-threaded (its state has one writer) and runs on the head, never on a worker
+        # node that can be lost (Ray's soft affinity placed it on one); the others find it by name
+        store = f"crash-store-{self.started:.6f}"
+        self.crash_store = remote(CrashStoreActor).options(
+            name=store, num_cpus=0, max_concurrency=1, scheduling_strategy=NodeAffinitySchedulingStrategy(head, soft=False)
+        ).remote(self.config, self.started, self.deadline)
+        for i, name in enumerate(self.fuzzer_watch.views):
+            self.fuzzers[name] = remote(FuzzerActor).options(num_cpus=share, max_concurrency=2,
+                                                             scheduling_strategy="SPREAD").remote(
+                name, self.config.run.seed + i, self.config, store, self.deadline)
         verifier_resources = {"num_gpus": self.config.gpus_per_verifier} if gpus else {}
-        for i in range(self.config.verifiers):
-            name = f"verifier-{i}"
+        for name in self.verifier_watch.views:
             self.verifiers[name] = remote(VerifierActor).options(num_cpus=share, max_concurrency=2,
+                                                                 scheduling_strategy="SPREAD",
                                                                  **verifier_resources).remote(
-                name, self.config, self.crash_store)
+                name, self.config, store)
         where = "embedded local Ray" if self.settings.address == LOCAL else f"Ray at {self.settings.address}"
         print(f"gdnfuzz campaign: {where}: {self.config.fuzzers} fuzzers, {self.config.verifiers} verifiers "
               f"({'GPU' if gpus else 'CPU'}), {share} CPU each, {self.config.run.max_time:.0f}s", file=self.out,
@@ -152,78 +219,112 @@ class Campaign:
 
     # -- poll
 
-    def _gather(self, handles: dict[str, Any], timeout: float) -> dict[str, dict[str, Any]]:
-        """Each actor's ``stats()``; an actor that does not answer in time (restarting) keeps its last answer."""
-        import ray
+    def poll(self, timeout: float = CALL_TIMEOUT) -> dict[str, Any]:
+        """One round: stats rows, progress line, merge and dashboard scheduling; returns the latest stats.
+        Raises :class:`HeadLost` once the head's GCS port has not answered :data:`HEAD_LOST_CHECKS` checks in a row."""
 
-        refs = {name: h.stats.remote() for name, h in handles.items()}
-        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout)
-        done = set(ready)
-        for name, ref in refs.items():
-            if ref not in done:
-                continue
-            try:
-                stats = ray.get(ref)
-            except ray.exceptions.RayActorError:
-                continue
-            pids = self._pids.setdefault(name, set())
-            if pids and stats["pid"] not in pids:  # a new incarnation counts from zero again
-                self._base[name] = self._base.get(name, 0) + self._last.get(name, {}).get("execs", 0)
-            pids.add(stats["pid"])
-            if stats.get("error") and stats["error"] != self._last.get(name, {}).get("error"):
-                print(f"gdnfuzz campaign: {name} failed:\n{stats['error']}", file=self.out, flush=True)
-            self._last[name] = stats
-        return {name: self._last[name] for name in handles if name in self._last}
-
-    def poll(self) -> dict[str, Any]:
-        """One round: stats rows, progress line, merge and dashboard scheduling; returns the latest stats."""
-        import ray
-
-        fuzzers = self._gather(self.fuzzers, timeout=5)
-        verifiers = self._gather(self.verifiers, timeout=2)
-        with contextlib.suppress(ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
-            self._store = ray.get(self.crash_store.tick.remote(), timeout=30)  # else: the last answer stands
+        self._check_head()
+        fuzzers = self.fuzzer_watch.gather(self.fuzzers, timeout)
+        verifiers = self.verifier_watch.gather(self.verifiers, min(timeout, 2.0))
+        store = self.store_watch.gather({"crash-store": self.crash_store}, timeout, method="tick")["crash-store"]
+        self._store = store.stats or self._store
+        self._check_head()
+        self._capacity = self.cluster.poll(min(timeout, 2.0))
         now = time.time()
-        for name, s in fuzzers.items():
-            self.stats.write(StatsRow(now, name, execs=self._base.get(name, 0) + s["execs"],
-                                      exec_per_s=float(s["exec_per_s"]), coverage=s["coverage"],
-                                      corpus_size=s["corpus"]))
-        for name, s in verifiers.items():
-            self.stats.write(StatsRow(now, name, execs=s["done"]))
-        if self._store:
-            self.stats.write(StatsRow(now, "crash-store", findings=self._store["signatures"],
-                                      verifier_queue=self._store["queue"]))
+        self._note_states([*fuzzers.values(), *verifiers.values(), store])
+        self._note_storage(now)
+        self._write_rows(now, "running")
         self._schedule_merge(now)
         if self.settings.dashboard and now - self._last_dashboard >= self.settings.dashboard_every:
             self.write_dashboard()
-        print(self.progress_line(fuzzers), file=self.out, flush=True)
-        return {"fuzzers": fuzzers, "verifiers": verifiers, "crash_store": self._store}
+        print(self.progress_line(), file=self.out, flush=True)
+        return {"fuzzers": {n: v.stats for n, v in fuzzers.items() if v.stats},
+                "verifiers": {n: v.stats for n, v in verifiers.items() if v.stats}, "crash_store": self._store}
 
-    def progress_line(self, fuzzers: dict[str, dict[str, Any]]) -> str:
-        cs = self._store or {}
+    def _check_head(self) -> None:
+        if head_reachable(self._gcs):
+            self._head_misses = 0
+            return
+        self._head_misses += 1
+        if self._head_misses >= HEAD_LOST_CHECKS:
+            raise HeadLost(f"lost the Ray head ({self._gcs} does not answer)")
+
+    def _note_states(self, views: list[ActorView]) -> None:
+        """One line per actor whose state changed since the last round (after it first answered)."""
+        for view in views:
+            before = self._states.get(view.name)
+            if before is not None and before != view.state and view.state != "stopped":
+                print(f"gdnfuzz campaign: {view.name}: {before} -> {view.state} (restarts {view.restarts})",
+                      file=self.out, flush=True)
+            if view.pids:
+                self._states[view.name] = view.state
+
+    def _note_storage(self, now: float) -> None:
+        """The storage faults the actors and the stats file report now; one line when one starts or clears."""
+        current: dict[str, StorageError] = {}
+        for name, view in self.fuzzer_watch.views.items():
+            fault = _refusal(view.stats.get("storage")) if view.state == "alive" else self.faults.get(name)
+            if fault is not None:
+                current[name] = fault
+        store = _refusal(self._store.get("storage"))  # its last answer (its final one at the end)
+        if store is not None:
+            current["crash-store"] = store
+        if self.stats is not None and self.stats.refused is not None:
+            current["stats"] = StorageError(self.stats.refused.filename or self.settings.stats, self.stats.refused)
+        if self._dashboard_fault is not None:
+            current["dashboard"] = self._dashboard_fault
+        for where in current.keys() - self.faults.keys():
+            line = f"[{now - self.started:.0f}s] {where}: {current[where]}"
+            self.fault_log.append(line)
+            print(f"gdnfuzz campaign: storage fault: {line}", file=self.out, flush=True)
+        for where in self.faults.keys() - current.keys():
+            self.fault_log.append(f"[{now - self.started:.0f}s] {where}: the store takes writes again")
+            print(f"gdnfuzz campaign: {where}: the store takes writes again", file=self.out, flush=True)
+        self.faults = current
+
+    def _write_rows(self, now: float, campaign_state: str) -> None:
+        rows = [StatsRow(now, v.name, execs=v.execs, exec_per_s=v.exec_per_s, coverage=int(v.stats.get("coverage", 0)),
+                         corpus_size=int(v.stats.get("corpus", 0)), state=v.state, restarts=v.restarts)
+                for v in self.fuzzer_watch.views.values()]
+        rows += [StatsRow(now, v.name, execs=int(v.stats.get("done", 0)), state=v.state, restarts=v.restarts)
+                 for v in self.verifier_watch.views.values()]
+        store = self.store_watch.views["crash-store"]
+        rows.append(StatsRow(now, "crash-store", findings=len(self._store.get("seen", [])),
+                             verifier_queue=int(self._store.get("queue", 0)), state=store.state,
+                             restarts=store.restarts))
+        c = self._capacity
+        rows.append(StatsRow(now, CLUSTER, nodes=c.nodes, nodes_lost=c.nodes_lost, cpus=c.cpus, cpus_lost=c.cpus_lost))
+        rows.append(StatsRow(now, CAMPAIGN, state=campaign_state))
+        if self.stats is not None:
+            self.stats.write(rows)
+
+    def progress_line(self) -> str:
+        cs = self._store
+        views = list(self.fuzzer_watch.views.values())
         states = list((cs.get("states") or {}).values())
-        execs = sum(self._base.get(n, 0) + s["execs"] for n, s in fuzzers.items())
-        return (f"[{time.time() - self.started:6.0f}s] execs {execs} "
-                f"exec/s {sum(s['exec_per_s'] for s in fuzzers.values())} "
-                f"cov {max((s['coverage'] for s in fuzzers.values()), default=0)} "
-                f"corpus {max((s['corpus'] for s in fuzzers.values()), default=0)} "
-                f"signatures {cs.get('signatures', 0)} minimizing {cs.get('minimizing', 0)} "
+        down = [v.name for v in [*views, *self.verifier_watch.views.values(), *self.store_watch.views.values()]
+                if v.state not in ("alive", "starting", "stopped")]
+        c = self._capacity
+        return (f"[{time.time() - self.started:6.0f}s] execs {sum(v.execs for v in views)} "
+                f"exec/s {sum(v.exec_per_s for v in views):g} "
+                f"cov {max((int(v.stats.get('coverage', 0)) for v in views), default=0)} "
+                f"corpus {max((int(v.stats.get('corpus', 0)) for v in views), default=0)} "
+                f"signatures {len(cs.get('seen', []))} minimizing {cs.get('minimizing', 0)}+{cs.get('pending', 0)} "
                 f"verify-queue {cs.get('queue', 0)} confirmed {states.count('confirmed')} "
-                f"restarts {sum(s['restarts'] for s in fuzzers.values()) + self.actor_restarts()}")
-
-    def actor_restarts(self) -> int:
-        return sum(len(p) - 1 for p in self._pids.values())
+                f"restarts {sum(v.restarts for v in views)} nodes {c.nodes}/{c.nodes + c.nodes_lost}"
+                + (f" down {','.join(down)}" if down else "")
+                + (f" storage-fault {','.join(sorted(self.faults))}" if self.faults else ""))
 
     def _schedule_merge(self, now: float) -> None:
         import ray
 
         if self._merge is not None and ray.wait([self._merge], timeout=0)[0]:
             try:
-                report = ray.get(self._merge)
+                report = ray.get(self._merge, timeout=0)
                 self.merges.append(report)
                 print(f"gdnfuzz campaign: merged {report.candidates} inputs into {report.kept} "
                       f"(+{report.features} features over seeds) in {report.seconds:.0f}s", file=self.out)
-            except Exception as exc:  # MergeError: the corpus was left as it was
+            except Exception as exc:  # MergeError, a lost node: the corpus was left as it was
                 print(f"gdnfuzz campaign: corpus merge failed: {exc}", file=self.out)
             self._merge, self._last_merge = None, now
         due = self.config.merge_every and now - self._last_merge >= self.config.merge_every
@@ -232,60 +333,144 @@ class Campaign:
             self._merge = task.remote(self.config)
 
     def _verify_fixed(self) -> None:
-        """The verify-fixed task (before any actor starts), one printed line per bundle."""
+        """The verify-fixed task (before any actor starts, within the campaign's time), one line per bundle."""
         import ray
 
         task = ray.remote(verify_fixed_task).options(num_cpus=self.config.cpu_share, max_retries=0)
+        ref = task.remote(self.config)
         try:
-            lines = ray.get(task.remote(self.config))
-        except Exception as exc:  # a bad bundle or an API failure: the campaign goes on without it
-            lines = [f"failed: {exc}"]
+            lines = ray.get(ref, timeout=max(self.deadline - time.time(), 1.0))
+        except Exception as exc:  # a bad bundle, an API failure, the time: the campaign goes on without it
+            ray.cancel(ref, force=True)
+            lines = [f"failed: {type(exc).__name__}: {exc}"]
         for line in lines:
             print(f"gdnfuzz campaign: verify-fixed: {line}", file=self.out, flush=True)
 
     def write_dashboard(self) -> None:
         from fuzz.report.dashboard import write_dashboard
 
-        if self.settings.dashboard is not None:
-            write_dashboard(self.settings.stats, self.config.crashes, self.settings.dashboard)
         self._last_dashboard = time.time()
+        if self.settings.dashboard is None:
+            return
+        try:
+            write_dashboard(self.settings.stats, self.config.crashes, self.settings.dashboard)
+        except OSError as exc:
+            self._dashboard_fault = StorageError(self.settings.dashboard, exc)
+        else:
+            self._dashboard_fault = None
 
     # -- finish
+
+    def _stop(self, handles: dict[str, Any], watch: ActorWatch) -> None:
+        """Ask every actor to stop, wait at most STOP_TIMEOUT, then kill them (no restart) and forget them."""
+        import ray
+
+        refs = [h.stop.remote() for h in handles.values()]
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=STOP_TIMEOUT)
+        for handle in handles.values():
+            ray.kill(handle, no_restart=True)
+        handles.clear()
+        watch.mark("stopped")
+
+    def _drain(self) -> None:
+        """Give the minimisations in flight until the end of the drain (they stop by then themselves)."""
+        until = self.deadline + self.config.drain_time
+        while time.time() < until and not self._store.get("drained", True):
+            time.sleep(min(1.0, max(until - time.time(), 0.0)))
+            self.poll(timeout=min(CALL_TIMEOUT, max(until - time.time(), 0.5)))
+
+    def _store_the_rest(self) -> dict[str, Any]:
+        """The crash store stores what is left (as found) and keeps what the store refuses in the fallback
+        directory; if it cannot be reached, it is killed and the driver stores the raw findings itself."""
+        import ray
+
+        fallback = self.settings.fallback or Path(tempfile.gettempdir()) / f"gdnfuzz-kept-{int(self.started)}"
+        ref = self.crash_store.finish.remote(str(fallback))
+        try:
+            return ray.get(ref, timeout=STORE_TIMEOUT)
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as exc:
+            ray.kill(self.crash_store, no_restart=True)
+            print(f"gdnfuzz campaign: the crash store did not answer at the end ({type(exc).__name__}); "
+                  "storing the raw findings as found", file=self.out, flush=True)
+        try:
+            stored = store_unminimized(self.config)
+        except OSError as exc:
+            self.faults["crash-store"] = StorageError(exc.filename or self.config.crashes, exc)
+            stored = []
+        events = [(round(time.time() - self.started, 1), sig, "stored as found by the driver") for sig in stored]
+        return {**self._store, "events": [*self._store.get("events", []), *events], "kept": None, "lost": []}
 
     def finish(self) -> CampaignSummary:
         import ray
 
-        ray.get([f.stop.remote() for f in self.fuzzers.values()], timeout=120)
+        self._stop(self.fuzzers, self.fuzzer_watch)
         if self._merge is not None:
-            ray.wait([self._merge], timeout=60)
-            self._schedule_merge(time.time())
-            if self._merge is not None:
-                ray.cancel(self._merge, force=True)  # the merge changes nothing until libFuzzer has finished
-        drain_until = time.time() + self.config.drain_time
-        stats = self.poll()
-        while not stats["crash_store"].get("idle", True) and time.time() < drain_until:
-            time.sleep(self.settings.stats_every)
-            stats = self.poll()
-        ray.get([v.stop.remote() for v in self.verifiers.values()], timeout=60)
-        stats = self.poll()
+            ray.cancel(self._merge, force=True)  # the merge changes nothing until libFuzzer has finished
+        self._drain()
+        final = self._store_the_rest()
+        self._store = final
+        self._stop(self.verifiers, self.verifier_watch)
+        ray.kill(self.crash_store, no_restart=True)
+        self.store_watch.mark("stopped")
+        self._note_storage(time.time())
+        self._write_rows(time.time(), "ended")
         self.write_dashboard()
-        self.stats.close()
-        for handle in [*self.fuzzers.values(), *self.verifiers.values(), self.crash_store]:
-            ray.kill(handle, no_restart=True)
+        if self.stats is not None:
+            self.stats.close()
         if self._own_ray:
             ray.shutdown()
-        cs = stats["crash_store"]
-        restarts = {n: s["restarts"] + max(len(self._pids.get(n, ())) - 1, 0) for n, s in stats["fuzzers"].items()}
-        execs = sum(self._base.get(n, 0) + s["execs"] for n, s in stats["fuzzers"].items())
-        return CampaignSummary(time.time() - self.started, execs, cs.get("states", {}), cs.get("events", []),
-                               restarts, self.merges)
+        return self._summary(final)
+
+    def _summary(self, final: dict[str, Any]) -> CampaignSummary:
+        states: dict[str, str | None] = dict(final.get("states", {}))
+        for sig in [*final.get("seen", []), *raw_signatures(self.config)]:
+            states.setdefault(sig, None)
+        storage = _refusal(final.get("storage"), final.get("kept")) if final.get("unsaved") else None
+        if storage is None and self.faults:
+            storage = next(iter(self.faults.values()))
+        views = self.fuzzer_watch.views.values()
+        return CampaignSummary(time.time() - self.started, sum(v.execs for v in views), states,
+                               final.get("events", []), {v.name: v.restarts for v in views}, self.merges,
+                               storage, self.fault_log, list(final.get("lost", [])))
+
+    # -- a lost head
+
+    def saved_line(self) -> str:
+        """What the shared store holds now, and the command that continues the campaign."""
+        bundles = sum(1 for _ in self.config.crashes.glob("*/verdict.json"))
+        raw = [sig for sig in raw_signatures(self.config) if not (self.config.crashes / sig / "verdict.json").exists()]
+        address = "" if self.settings.address == LOCAL else f" --address {self.settings.address}"
+        return (f"saved on the shared store: {len(list_inputs(self.config.queue))} corpus inputs, {bundles} bundles, "
+                f"{len(raw)} findings not yet minimized (raw), stats in {self.settings.stats}; "
+                f"resume with: gdnfuzz campaign --resume --crashes {self.config.crashes}{address}")
+
+    def lost_head(self, exc: HeadLost) -> HeadLost:
+        """The head is gone: stop the fuzzers that still answer (direct calls need no head), record it, and
+        return the one-line error to raise."""
+        import ray
+
+        refs = [h.stop.remote() for h in self.fuzzers.values()]
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=STOP_TIMEOUT)
+        self.fuzzer_watch.mark("unreachable")
+        self._write_rows(time.time(), "head-lost")
+        if self.stats is not None:
+            self.stats.close()
+        lost = HeadLost(f"{exc} after {time.time() - self.started:.0f}s; {self.saved_line()}")
+        if self._own_ray:
+            ray.shutdown()  # about 15 s without a head; Ray itself ends a process that waits on it for 60 s
+        return lost
 
     def run(self) -> CampaignSummary:
         self.start()
         try:
-            while time.time() < self.deadline:
-                time.sleep(min(self.settings.stats_every, max(self.deadline - time.time(), 0)))
-                self.poll()
-        except KeyboardInterrupt:
-            print("gdnfuzz campaign: interrupted; stopping", file=self.out)
-        return self.finish()
+            try:
+                while time.time() < self.deadline:
+                    time.sleep(min(self.settings.stats_every, max(self.deadline - time.time(), 0)))
+                    self.poll(timeout=min(CALL_TIMEOUT, max(self.deadline - time.time(), 0.5)))
+            except KeyboardInterrupt:
+                print("gdnfuzz campaign: interrupted; stopping", file=self.out)
+            return self.finish()
+        except HeadLost as exc:
+            raise self.lost_head(exc) from None

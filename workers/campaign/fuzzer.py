@@ -1,4 +1,10 @@
-"""The fuzzer actor: one atheris harness subprocess at a time, restarted until the deadline."""
+"""The fuzzer actor: one atheris harness subprocess at a time, restarted until the deadline.
+
+Invariants: no wait on another actor is unbounded (a crash store that is restarting costs a report
+that is sent again later, never a fuzzer that hangs); the harness never runs while its stores refuse
+writes (libFuzzer does not check its writes and would leave zero-byte queue files): the actor stops it,
+waits until the stores take writes again, removes what a cut-short write left in its queue, and goes on.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,17 @@ import subprocess
 import threading
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 from fuzz.search.libfuzzer import DEFAULT_FLAGS, FINDING_LINE, Progress, final_stats, harness_command
+from fuzz.store.corpus_merge import remove_torn_inputs
+from fuzz.store.writable import first_fault
 from workers.campaign.config import CampaignConfig
-from workers.campaign.crash_store import ARTIFACT_KINDS
+from workers.campaign.crash_store import ARTIFACT_KINDS, crash_store_named, refusal
+
+CALL_TIMEOUT = 30.0  # seconds a call to the crash store may take before it is tried again later
+STORAGE_CHECK = 2.0  # seconds between checks that the stores take writes
 
 
 def _die_with_parent() -> None:
@@ -27,12 +39,16 @@ def harness_args(config: CampaignConfig, name: str, seed: int, deadline: float) 
     Creates the working queue and the artifact directory (libFuzzer refuses a missing one).
     """
     dirs = [config.queue / name, config.queue, *config.read_only_dirs()]
-    for d in (dirs[0], config.raw):
+    for d in written_dirs(config, name):
         d.mkdir(parents=True, exist_ok=True)
     return [*DEFAULT_FLAGS, f"-timeout={config.hang_timeout}", f"-rss_limit_mb={config.rss_limit_mb}",
             f"-seed={seed}", f"-max_total_time={max(int(deadline - time.time()), 1)}",
             f"-artifact_prefix={config.raw}/{name}-", *config.run.libfuzzer, *map(str, dirs)]
 
+
+def written_dirs(config: CampaignConfig, name: str) -> list[Path]:
+    """The directories fuzzer ``name``'s harness writes: its queue, its raw bundles, libFuzzer's artifacts."""
+    return [config.queue / name, config.raw / name, config.raw]
 
 
 def start_harness(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
@@ -45,19 +61,24 @@ class FuzzerActor:
 
     Invariant: every input that killed or hung the harness (libFuzzer's
     artifact) is handed to the crash store before the harness is restarted,
-    including those left by a previous incarnation of this actor.
+    including those left by a previous incarnation of this actor (an artifact
+    whose report did not get through stays where it is and is reported again).
     """
 
-    def __init__(self, name: str, seed: int, config: CampaignConfig, crash_store: Any, deadline: float):
-        self.name, self.seed, self.config, self.crash_store, self.deadline = name, seed, config, crash_store, deadline
+    def __init__(self, name: str, seed: int, config: CampaignConfig, crash_store: str, deadline: float):
+        self.name, self.seed, self.config, self.deadline = name, seed, config, deadline
+        self.store_name, self._store = crash_store, None
         self.progress = Progress()
         self.runs = 0
+        self.pauses = 0  # runs stopped because a store refused writes (not counted as restarts)
+        self.storage: tuple[str, int, str] | None = None  # why the stores refuse writes now: path, errno, strerror
         self.error: str | None = None
         self.final: dict[str, int] = {}  # libFuzzer's final stats of the last run that printed them
         self.proc: subprocess.Popen[str] | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._supervise, name=f"{name}-supervisor", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._watch_storage, name=f"{name}-storage", daemon=True).start()
 
     def _supervise(self) -> None:
         try:
@@ -69,13 +90,54 @@ class FuzzerActor:
     def _supervise_runs(self) -> None:
         self._report_artifacts([])
         while not self._stop.is_set() and time.time() < self.deadline - 2:
+            if not self._wait_for_storage():
+                break
             code, log = self._run_once()
+            paused = self.storage is not None
             self._report_artifacts(log)
             if code == 0 or self._stop.is_set():
                 break
-            with open(self.config.raw / f"{self.name}.log", "a") as f:
-                f.write(f"--- {self.name} run {self.runs} exited {code}\n" + "".join(log[-40:]))
+            if paused:
+                self.pauses += 1
+            else:
+                self._log(f"--- {self.name} run {self.runs} exited {code}\n" + "".join(log[-40:]))
             self.runs += 1
+
+    def _wait_for_storage(self) -> bool:
+        """Until the stores take writes (True), or the actor is stopped or out of time (False); then clear
+        what a cut-short write left in the queue."""
+        while not self._stop.is_set() and time.time() < self.deadline - 2:
+            fault = self._fault()
+            if fault is None:
+                remove_torn_inputs(self.config.queue / self.name)
+                return True
+            self._stop.wait(STORAGE_CHECK)
+        return False
+
+    def _fault(self) -> OSError | None:
+        """Why the stores refuse writes now (recorded in ``storage``), or None."""
+        try:
+            for d in written_dirs(self.config, self.name):
+                d.mkdir(parents=True, exist_ok=True)
+            fault = first_fault(written_dirs(self.config, self.name))
+        except OSError as exc:
+            fault = exc
+        self.storage = None if fault is None else refusal(fault.filename or self.config.queue, fault)
+        return fault
+
+    def _watch_storage(self) -> None:
+        """While a harness runs, stop it as soon as its stores refuse writes (the supervisor waits then)."""
+        while not self._stop.wait(STORAGE_CHECK) and self._thread.is_alive():
+            proc = self.proc
+            if proc is not None and proc.poll() is None and self._fault() is not None:
+                proc.terminate()
+
+    def _log(self, text: str) -> None:
+        try:
+            with open(self.config.raw / f"{self.name}.log", "a") as f:
+                f.write(text)
+        except OSError as exc:
+            self.storage = refusal(self.config.raw / f"{self.name}.log", exc)
 
     def _run_once(self) -> tuple[int, list[str]]:
         args = harness_args(self.config, self.name, self.seed + 1000 * self.runs, self.deadline)
@@ -87,7 +149,9 @@ class FuzzerActor:
             final_stats(line, self.final)
             if line.startswith(FINDING_LINE):
                 _, sig, bundle = line.split(maxsplit=2)
-                self.crash_store.report_finding.remote(self.name, sig, bundle.strip())
+                store = self._crash_store()
+                if store is not None:  # not waited for: a crash store that misses it finds the raw bundle on disk
+                    store.report_finding.remote(self.name, sig, bundle.strip())
             log.append(line)
             del log[:-200]
         return proc.wait(), log
@@ -95,9 +159,21 @@ class FuzzerActor:
     def _report_artifacts(self, log: list[str]) -> None:
         import ray
 
+        store = self._crash_store()
         for prefix, kind in ARTIFACT_KINDS.items():
             for path in sorted(self.config.raw.glob(f"{self.name}-{prefix}-*")):
-                ray.get(self.crash_store.report_artifact.remote(self.name, str(path), kind, "".join(log[-40:])))
+                if store is None:
+                    return  # the artifact stays, reported on the next run
+                ref = store.report_artifact.remote(self.name, str(path), kind, "".join(log[-40:]))
+                try:
+                    ray.get(ref, timeout=CALL_TIMEOUT)
+                except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
+                    return  # the crash store is restarting: the artifact stays, reported on the next run
+
+    def _crash_store(self) -> Any:
+        if self._store is None:
+            self._store = crash_store_named(self.store_name)
+        return self._store
 
     def stats(self) -> dict[str, Any]:
         with self.progress.lock:
@@ -108,11 +184,12 @@ class FuzzerActor:
         return {"actor": self.name, "pid": os.getpid(), "execs": sum(w.execs for w in runs.values()),
                 "exec_per_s": current.exec_per_s if current and running else 0,
                 "coverage": max((w.cov for w in runs.values()), default=0),
-                "corpus": current.corpus if current else 0, "findings": findings, "restarts": self.runs,
-                "running": running, "done": not self._thread.is_alive(), "final": dict(self.final),
-                "error": self.error}
+                "corpus": current.corpus if current else 0, "findings": findings,
+                "restarts": self.runs - self.pauses, "running": running, "done": not self._thread.is_alive(),
+                "final": dict(self.final), "storage": self.storage, "error": self.error}
 
-    def stop(self, timeout: float = 30) -> None:
+    def stop(self, timeout: float = 5) -> None:
+        """Stop the harness (SIGTERM: libFuzzer prints its final stats; SIGKILL after ``timeout``) and the threads."""
         self._stop.set()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()

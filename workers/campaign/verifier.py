@@ -1,4 +1,8 @@
-"""The verifier actor: pulls bundles from the crash store and confirms each (``fuzz.triage.confirm``)."""
+"""The verifier actor: pulls bundles from the crash store and confirms each (``fuzz.triage.confirm``).
+
+Invariant: no wait on the crash store is unbounded; a bundle whose result does not reach it stays
+unconfirmed on disk, and is leased again (this campaign or the next).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,16 @@ from typing import Any
 
 from fuzz.triage.confirm import confirm_bundle
 from workers.campaign.config import CampaignConfig
+from workers.campaign.crash_store import crash_store_named
+
+CALL_TIMEOUT = 30.0  # seconds a call to the crash store may take before it is asked again
 
 
 class VerifierActor:
     """Pulls bundles from the crash store and confirms each on the engine tier (``fuzz.triage.confirm``)."""
 
-    def __init__(self, name: str, config: CampaignConfig, crash_store: Any):
-        self.name, self.config, self.crash_store = name, config, crash_store
+    def __init__(self, name: str, config: CampaignConfig, crash_store: str):
+        self.name, self.config, self.store_name, self._store = name, config, crash_store, None
         self.done = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"{name}-loop", daemon=True)
@@ -25,16 +32,22 @@ class VerifierActor:
         import ray
 
         while not self._stop.is_set():
-            bundle = ray.get(self.crash_store.next_verification.remote(self.name))
+            store = self._store = self._store or crash_store_named(self.store_name)
+            try:
+                bundle = None if store is None else ray.get(store.next_verification.remote(self.name),
+                                                            timeout=CALL_TIMEOUT)
+            except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
+                bundle = None  # the crash store is restarting: ask again
             if bundle is None:
                 self._stop.wait(1.0)
                 continue
             error = None
             try:
                 state = confirm_bundle(Path(bundle), self.config.verify_tier)
-            except Exception as exc:  # a bad bundle or an engine error: recorded, never a silent pass
+            except Exception as exc:  # a bad bundle, an engine error, a refused write: recorded, never a silent pass
                 state, error = "inconclusive", f"{type(exc).__name__}: {exc}"
-            ray.get(self.crash_store.verified.remote(self.name, Path(bundle).name, state, error))
+            # not waited for: a crash store that misses it leases the bundle again (it stays unconfirmed on disk)
+            store.verified.remote(self.name, Path(bundle).name, state, error)
             self.done += 1
 
     def stats(self) -> dict[str, Any]:

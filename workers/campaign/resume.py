@@ -1,0 +1,81 @@
+"""A campaign's record on its shared store, so that ``gdnfuzz campaign --resume`` continues it.
+
+``crashes/campaign.json`` holds the command's arguments (as the first run was given them) and one entry
+per run (``started``: seconds since the epoch). Everything else a resumed campaign needs is on the
+store already: the corpus queue, the bundles, the raw bundles not yet minimized (the crash store
+re-queues them), and the stats file (each actor's running totals go on from their last row).
+
+Invariants: the record is written atomically and read back validated (an :class:`~fuzz.errors.InputError`
+naming the file and field); a refused write is a :class:`~fuzz.errors.StorageError`. The time a campaign
+has fuzzed is the sum over its runs of the span from the run's start to its last stats row, so the time
+between a lost head and the resume is not counted.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fuzz.errors import FieldError, StorageError
+from fuzz.model import json_input
+from fuzz.store.atomic import atomic_write
+from fuzz.store.stats import StatsRow, actor_rows, latest_by_actor
+
+CAMPAIGN_FILE = "campaign.json"
+
+
+@dataclass(frozen=True)
+class CampaignRecord:
+    arguments: dict[str, Any]  # the command's arguments, JSON values
+    runs: tuple[float, ...]  # when each run started
+
+    def with_run(self, started: float) -> CampaignRecord:
+        return CampaignRecord(self.arguments, (*self.runs, started))
+
+
+def record_path(crashes: Path) -> Path:
+    return crashes / CAMPAIGN_FILE
+
+
+def write_record(crashes: Path, record: CampaignRecord) -> None:
+    path = record_path(crashes)
+    try:
+        atomic_write(path, json.dumps({"arguments": record.arguments, "runs": list(record.runs)}, indent=1) + "\n")
+    except OSError as exc:
+        raise StorageError(path, exc) from None
+
+
+def read_record(crashes: Path) -> CampaignRecord:
+    """The record of the campaign whose crash store is ``crashes``; none there is an InputError."""
+    path = record_path(crashes)
+    if not path.is_file():
+        raise FieldError("<file>", "no campaign to resume here (gdnfuzz campaign writes it when it starts)", path)
+
+    def fail(field: str, message: str) -> FieldError:
+        return FieldError(field, message, path)
+
+    data = json_input.read_json(path, fail)
+    if not isinstance(data, dict) or not isinstance(data.get("arguments"), dict):
+        raise fail("arguments", "expected an object")
+    runs = data.get("runs")
+    if not isinstance(runs, list) or not runs or not all(
+            isinstance(t, int | float) and not isinstance(t, bool) and t > 0 for t in runs):
+        raise fail("runs", "expected a non-empty list of start times")
+    return CampaignRecord(data["arguments"], tuple(float(t) for t in runs))
+
+
+def fuzzed_seconds(record: CampaignRecord, rows: list[StatsRow]) -> float:
+    """Seconds the campaign ran: for each run, from its start to its last stats row before the next run."""
+    bounds = [*record.runs, float("inf")]
+    total = 0.0
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        last = max((r.time for r in rows if start <= r.time < end), default=start)
+        total += last - start
+    return total
+
+
+def carried_execs(rows: list[StatsRow]) -> dict[str, int]:
+    """Each actor's execs as its last row recorded them: where a resumed campaign's counters go on from."""
+    return {name: row.execs for name, row in actor_rows(latest_by_actor(rows)).items()}
