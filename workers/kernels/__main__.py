@@ -16,6 +16,7 @@ import json
 import random
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -50,23 +51,32 @@ def sim_bad_resumes(entry: ScheduleEntry) -> set[str]:
 
 
 def replay_rows(entries: list[ScheduleEntry], executor: KernelExecutor) -> list[dict[str, Any]]:
-    """One row per (scenario, policy): kernel divergences and whether they match the sim tier's bad resumes."""
+    """One row per (scenario, policy): kernel divergences and wrong slots, and whether they match the sim tier's
+    bad resumes and poisoned slots (every slot the sim names is wrong on the kernels, every checkpoint the
+    export kernel wrote is right)."""
     rows = []
     for entry in entries:
         t0 = time.perf_counter()
         report: KernelReport = executor.replay(entry)
         wall = time.perf_counter() - t0
         kernel_bad = {d.request_id for d in report.diverging()}
+        sim_poisoned = sorted([p.step, p.block_id] for p in entry.result.poisoned)
+        wrong = report.wrong_slots()
+        kernel_poisoned = sorted([c.step, c.block] for c in wrong if c.kind == "poisoned")
+        agrees = kernel_bad == sim_bad_resumes(entry) and kernel_poisoned == sim_poisoned and len(kernel_poisoned) == len(wrong)
         rows.append({
             "source": entry.source,
             "policy": entry.result.policy,
-            "status": "unsupported" if report.unsupported else ("diverged" if kernel_bad else "clean"),
+            "status": "unsupported" if report.unsupported else ("diverged" if kernel_bad or wrong else "clean"),
             "sim_bad_resumes": sorted(sim_bad_resumes(entry)),
             "kernel_diverging": sorted(kernel_bad),
-            "agrees_with_sim": report.unsupported is not None or kernel_bad == sim_bad_resumes(entry),
+            "sim_poisoned": [] if report.unsupported else sim_poisoned,
+            "kernel_poisoned": kernel_poisoned,
+            "agrees_with_sim": report.unsupported is not None or agrees,
             "tolerance": report.tolerance,
             "requests": {rid: {"hit_tokens": d.hit_tokens, "divergence": d.divergence, "positions": d.positions,
                                "first_bad": d.first_bad} for rid, d in sorted(report.requests.items())},
+            "slots": [asdict(c) for c in report.slots],
             "canary_block": report.canary_block,
             "kernel_seconds": report.kernel_seconds,
             "wall_seconds": wall,
@@ -76,16 +86,26 @@ def replay_rows(entries: list[ScheduleEntry], executor: KernelExecutor) -> list[
     return rows
 
 
+def _slot_summary(row: dict[str, Any]) -> str:
+    """``wrong/named`` poisoned slots and ``right/written`` checkpoints."""
+    named = [c for c in row["slots"] if c["kind"] == "poisoned"]
+    written = [c for c in row["slots"] if c["kind"] == "checkpoint"]
+    wrong = sum(not c["error"] <= row["tolerance"] for c in named)
+    right = sum(c["error"] <= row["tolerance"] for c in written)
+    return f"{wrong}/{len(named)}" + (f" ckpt {right}/{len(written)}" if written else "")
+
+
 def print_table(rows: list[dict[str, Any]], backend: str) -> None:
     print(f"kernel tier, backend {backend}")
-    print(f"{'scenario':<44} {'policy':<10} {'status':<9} {'worst resumed':>13} {'worst other':>11} {'tol':>7}  sim")
+    print(f"{'scenario':<44} {'policy':<10} {'status':<11} {'worst resumed':>13} {'worst other':>11} {'tol':>7} "
+          f"{'poisoned':>16}  sim")
     for row in rows:
         resumed = [r["divergence"] for r in row["requests"].values() if r["hit_tokens"] > 0]
         other = [r["divergence"] for r in row["requests"].values() if r["hit_tokens"] == 0]
         print(
-            f"{Path(row['source']).stem[:44]:<44} {row['policy']:<10} {row['status']:<9} "
-            f"{max(resumed, default=0):>13.3g} {max(other, default=0):>11.3g} {row['tolerance']:>7.0e}  "
-            f"{'agrees' if row['agrees_with_sim'] else 'DISAGREES'}"
+            f"{Path(row['source']).stem[:44]:<44} {row['policy']:<10} {row['status']:<11} "
+            f"{max(resumed, default=0):>13.3g} {max(other, default=0):>11.3g} {row['tolerance']:>7.0e} "
+            f"{_slot_summary(row):>16}  {'agrees' if row['agrees_with_sim'] else 'DISAGREES'}"
         )
 
 
@@ -95,6 +115,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     executor = KernelExecutor(args.backend, canary_shift=args.canary)
     rows = replay_rows(entries, executor)
     print_table(rows, executor.backend.name)
+    for note in executor.backend.notes():
+        print(f"note: {note}")
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -116,6 +138,8 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     print(f"conformance of {backend.name} over {args.cases} cases (tolerance {backend.tolerance:g}): {failed} failed")
     for check, err in worst.items():
         print(f"  {check:<22} worst {err:.3g}")
+    for note in backend.notes():
+        print(f"note: {note}")
     return ExitCode.DIVERGED if failed else ExitCode.CLEAN
 
 
