@@ -132,13 +132,18 @@ class KernelFailure:
 
 
 def failure_of(exc: BaseException, kernel: str = "") -> KernelFailure:
-    """The failure an ``InterpreterError`` (or the error under it) reports: the deepest frame in one of
-    vLLM's kernel files names the construct; ``kernel`` defaults to that frame's function."""
-    inner = exc.__cause__ or exc
-    frames = [f for f in traceback.extract_tb(inner.__traceback__) if "/vllm/" in f.filename.replace("\\", "/")]
-    if not frames:
-        return KernelFailure(kernel or "?", f"{type(inner).__name__}: {inner}", "(no kernel frame)")
-    last = frames[-1]
+    """The failure an error out of a launch reports: the innermost error of its ``__cause__`` chain (the
+    interpreter wraps a kernel's error, and a device function's in the kernel's), and the construct, the
+    innermost line of vLLM's files it went through; ``kernel`` defaults to that line's function."""
+    chain = [exc]
+    while chain[-1].__cause__ is not None:
+        chain.append(chain[-1].__cause__)
+    inner, last = chain[-1], None
+    for error in chain:
+        frames = [f for f in traceback.extract_tb(error.__traceback__) if "/vllm/" in f.filename.replace("\\", "/")]
+        last = frames[-1] if frames else last
+    if last is None:
+        return KernelFailure(kernel or "?", f"{type(inner).__name__}: {inner}", "(no line of vLLM's)")
     construct = f"{Path(last.filename).name}:{last.lineno} `{(last.line or '').strip()}`"
     return KernelFailure(kernel or last.name, f"{type(inner).__name__}: {inner}", construct)
 

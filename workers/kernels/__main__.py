@@ -4,6 +4,8 @@
   replay --schedule PATH [--backend B] [--out DIR] [--canary N] [--limit N]
   conformance [--backend B] [--cases N]
   backends                                                    which backends run here, and why not
+  interpreter                                                 vLLM's Triton kernels under Triton's interpreter:
+                                                              which run, and what each workaround is for
 
 Exit codes as gdnfuzz's: 0 clean, 1 divergence (conformance failure), 2 bad input,
 3 the kernel tier disagrees with the sim tier on which requests resumed from a bad state.
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.errors import ExitCode, exit_code_of
-from workers.kernels.backends import backend_status, get_backend
+from workers.kernels.backends import BackendUnavailable, backend_status, get_backend
 from workers.kernels.conformance import check_conformance, decode_case
 from workers.kernels.executor import KernelExecutor, KernelReport
 from workers.kernels.schedule import ScheduleEntry, read_schedule, write_schedule
@@ -145,8 +147,26 @@ def cmd_conformance(args: argparse.Namespace) -> int:
 
 def cmd_backends(args: argparse.Namespace) -> int:
     for name, reason in backend_status().items():
-        print(f"{name:<9} {'available' if reason is None else 'unavailable: ' + reason}")
+        print(f"{name:<16} {'available' if reason is None else 'unavailable: ' + reason}")
     return ExitCode.CLEAN
+
+
+def cmd_interpreter(args: argparse.Namespace) -> int:
+    """Every entry point under every workaround, then without each one: which kernels run here."""
+    from workers.kernels.probe import workaround_table  # noqa: PLC0415 - imports vLLM
+    from workers.triton_interpret import unavailable_reason  # noqa: PLC0415
+
+    reason = unavailable_reason()
+    if reason:
+        raise BackendUnavailable(f"triton-interpret: {reason}")
+    failed = False
+    for setting, results in workaround_table().items():
+        print(setting)
+        for name, result in results.items():
+            status = "runs" if result.failure is None else f"FAILS in {result.failure.describe()}"
+            print(f"  {name:<34} {status} ({len(result.launched)} kernel launches)")
+            failed |= setting == "all" and result.failure is not None
+    return ExitCode.DIVERGED if failed else ExitCode.CLEAN
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_conformance)
     p = sub.add_parser("backends", help="which backends run here")
     p.set_defaults(func=cmd_backends)
+    p = sub.add_parser("interpreter", help="which of vLLM's Triton kernels run under Triton's interpreter, and "
+                       "which workaround each needs")
+    p.set_defaults(func=cmd_interpreter)
     return parser
 
 
