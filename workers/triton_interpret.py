@@ -16,6 +16,13 @@ Always done (nothing runs without them):
   Disabling Triton."), and ``triton.knobs.runtime.interpret`` is on, so each ``@triton.jit`` in
   them becomes an ``InterpretedFunction``. Both are restored when the import ends; vLLM's own
   modules keep their placeholders and are never re-imported.
+- **fla-core.** Where vLLM's copy cannot be loaded, or to run what ``bench/gpu_check.sh``'s triton
+  backend runs on a machine without vLLM, :meth:`Interpreted.fla_core` imports ``fla-core``'s
+  ``fla.ops.gated_delta_rule`` with the interpreter on, as ``fla`` itself: its modules import each
+  other by absolute name, so a private copy would not hold together. That import is the one
+  thing here that outlives its scope, so it is refused where it could matter: where a CUDA
+  device is (there ``fla`` is the triton backend's, compiled), where ``fla`` is already imported,
+  and under any set of workarounds but all of them. Only gdnfuzz's Triton backends import ``fla``.
 - **No GPU driver.** Nothing here installs one: the interpreter launches on CPU tensors, and with
   one autotune config (below) nothing asks ``triton.runtime.driver.active``, which on this machine
   raises ``RuntimeError: 0 active drivers ([]). There should only be one.``
@@ -92,6 +99,25 @@ SOURCES: dict[str, tuple[str, bool]] = {
     "ssd_checkpoint": ("vllm.model_executor.layers.mamba.ops.ssd_checkpoint", False),
 }
 LENT = ("triton", "tl", "tldevice")  # what vLLM's kernel modules import from vllm.triton_utils
+
+
+FLA_CORE = "fla.ops.gated_delta_rule"
+
+
+def fla_core_unavailable_reason() -> str | None:
+    """None when fla-core's kernels can run under the interpreter in this process, else why not (one line)."""
+    import torch  # noqa: PLC0415
+
+    if torch.cuda.is_available():
+        return "a CUDA device is here: fla-core runs compiled, in the triton backend"
+    if "fla" in sys.modules and not _fla_core_interpreted:
+        return "fla-core is already imported in this process, compiled"
+    if importlib.util.find_spec("fla") is None:
+        return "fla-core is not installed (bench/gpu_check.sh installs bench/wheels into a scratch directory)"
+    return None
+
+
+_fla_core_interpreted = False
 
 
 def unavailable_reason() -> str | None:
@@ -211,6 +237,25 @@ class Interpreted:
         if key not in self._modules:
             self._modules[key] = self._load(key)
         return self._modules[key]
+
+    def fla_core(self) -> ModuleType:
+        """fla-core's gated delta rule ops, imported with the interpreter on (see the module docstring)."""
+        global _fla_core_interpreted
+        if "fla_core" not in self._modules:
+            reason = fla_core_unavailable_reason()
+            if reason:
+                raise RuntimeError(reason)
+            if self.workarounds != ALL:
+                raise RuntimeError("fla-core is imported once per process, with every workaround")
+            with self._triton.knobs.runtime.scope():
+                self._triton.knobs.runtime.interpret = True
+                module = importlib.import_module(FLA_CORE)
+            _fla_core_interpreted = True
+            for name, loaded in list(sys.modules.items()):
+                if name == "fla" or name.startswith("fla."):
+                    self._prepare(loaded)
+            self._modules["fla_core"] = module
+        return self._modules["fla_core"]
 
     def _load(self, key: str) -> ModuleType:
         name, is_package = SOURCES[key]

