@@ -1,7 +1,7 @@
 """``python -m workers.kernels``: make schedule files (needs vLLM), replay them (needs only torch), check backends.
 
   schedule FILES... --out PATH [--policies pre-51113,vllm]   sim-tier runs -> a schedule file
-  replay --schedule PATH [--backend B] [--out DIR] [--canary N] [--limit N]
+  replay --schedule PATH [--backend B] [--out DIR] [--canary N] [--limit N] [--match TEXT]...
   conformance [--backend B] [--cases N]
   backends                                                    which backends run here, and why not
   interpreter                                                 vLLM's Triton kernels under Triton's interpreter:
@@ -113,6 +113,7 @@ def print_table(rows: list[dict[str, Any]], backend: str) -> None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     entries = read_schedule(args.schedule)
+    entries = [e for e in entries if not args.match or any(m in e.source for m in args.match)]
     entries = entries[: args.limit] if args.limit else entries
     executor = KernelExecutor(args.backend, canary_shift=args.canary)
     rows = replay_rows(entries, executor)
@@ -183,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="directory for kernel_replay_<backend>.json")
     p.add_argument("--canary", type=int, default=0, help="corrupt the first resume slot to hold N tokens less")
     p.add_argument("--limit", type=int, default=0, help="replay only the first N entries")
+    p.add_argument("--match", action="append", default=[], metavar="TEXT",
+                   help="replay only entries whose source contains TEXT (repeatable: any of them)")
     p.set_defaults(func=cmd_replay)
     p = sub.add_parser("conformance", help="backend vs float64 reference on fuzzed chunkings")
     p.add_argument("--backend", default="auto")
