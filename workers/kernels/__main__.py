@@ -165,7 +165,8 @@ def cmd_interpreter(args: argparse.Namespace) -> int:
         print(setting)
         for name, result in results.items():
             status = "runs" if result.failure is None else f"FAILS in {result.failure.describe()}"
-            print(f"  {name:<34} {status} ({len(result.launched)} kernel launches)")
+            launches = len(result.launched)
+            print(f"  {name:<34} {status} ({launches} kernel launch{'' if launches == 1 else 'es'})")
             failed |= setting == "all" and result.failure is not None
     return ExitCode.DIVERGED if failed else ExitCode.CLEAN
 
