@@ -21,10 +21,10 @@
 # fewer inputs since the interpreter is slow: 2 conformance cases, the replay of the schedule's
 # pr51113-concurrent-prefills and internal-checkpoint-midblock-resume-mtp entries (the production
 # trigger, and vLLM's internal-checkpoint bug with Mamba2's export kernel), the benchmark on one
-# entry with the interpreter's cost per kernel. Two stages run only there: `interpreter` (which
-# of vLLM's Triton kernels run under the interpreter, and which workaround each needs) and
-# `fla-core` (the triton backend's own calls into fla-core, the GPU machine's path without vLLM,
-# on one conformance case under the interpreter, from bench/wheels).
+# entry with the interpreter's cost per kernel. Stages that run only there: `interpreter` (which
+# of vLLM's Triton kernels run under the interpreter, and which workaround each needs), and
+# `fla-core`, `fla-core-replay` (the triton backend's own calls into fla-core, the GPU machine's
+# path without vLLM, from bench/wheels: one conformance case, one replayed entry).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -100,14 +100,16 @@ if [ "$backend" = triton-interpret ]; then
   stage interpreter 0 300 "$py" -m workers.kernels interpreter
 fi
 stage conformance 0 "$t_conformance" "$py" -m workers.kernels conformance --backend "$backend" --cases "$cases"
-if [ "$backend" = triton-interpret ]; then
-  stage fla-core 0 600 "$py" -m workers.kernels conformance --backend triton-interpret-fla --cases 1
-fi
 # rc 1: the corpus has pre-51113 divergences, and they agree with the sim tier (rc 3 would not)
 stage replay 1 "$t_replay" "$py" -m workers.kernels replay --schedule bench/kernel_schedule.json \
   --backend "$backend" --out "$out_dir" --limit "$limit" ${select[@]+"${select[@]}"}
 stage throughput 0 "$t_throughput" "$py" bench/kernel_throughput.py --backends "$backend" --limit "$bench_limit" \
   --out "$out_dir"
+if [ "$backend" = triton-interpret ]; then  # the GPU machine's path without vLLM: fla-core, as the triton backend calls it
+  stage fla-core 0 600 "$py" -m workers.kernels conformance --backend triton-interpret-fla --cases 1
+  stage fla-core-replay 1 600 "$py" -m workers.kernels replay --schedule bench/kernel_schedule.json \
+    --backend triton-interpret-fla --match pr51113-concurrent-prefills --limit 1
+fi
 echo "backend $backend: $([ $failed = 0 ] && echo all stages passed || echo some stage FAILED)" \
   "in $(( $(date +%s) - started )) s" | tee -a "$summary"
 exit $failed
