@@ -23,6 +23,10 @@ Always done (nothing runs without them):
   thing here that outlives its scope, so it is refused where it could matter: where a CUDA
   device is (there ``fla`` is the triton backend's, compiled), where ``fla`` is already imported,
   and under any set of workarounds but all of them. Only gdnfuzz's Triton backends import ``fla``.
+- **Triton's own leftovers.** The interpreter, the first time it runs a function, adds the names
+  its rewritten code needs to that function's module globals where they are missing (Triton's
+  ``FunctionRewriter``), ``triton.language.standard``'s included once its functions run
+  interpreted. They are new names only, which compiled Triton never looks up.
 - **No GPU driver.** Nothing here installs one: the interpreter launches on CPU tensors, and with
   one autotune config (below) nothing asks ``triton.runtime.driver.active``, which on this machine
   raises ``RuntimeError: 0 active drivers ([]). There should only be one.``
