@@ -24,6 +24,7 @@ class VerifierActor:
     def _loop(self) -> None:
         import ray
 
+        executor = None
         while not self._stop.is_set():
             bundle = ray.get(self.crash_store.next_verification.remote(self.name))
             if bundle is None:
@@ -31,7 +32,8 @@ class VerifierActor:
                 continue
             error = None
             try:
-                state = confirm_bundle(Path(bundle), self.config.verify_tier)
+                executor = executor or verification_executor(self.config)
+                state = confirm_bundle(Path(bundle), self.config.verify_tier, executor)
             except Exception as exc:  # a bad bundle or an engine error: recorded, never a silent pass
                 state, error = "inconclusive", f"{type(exc).__name__}: {exc}"
             ray.get(self.crash_store.verified.remote(self.name, Path(bundle).name, state, error))
@@ -43,3 +45,13 @@ class VerifierActor:
     def stop(self, timeout: float = 5) -> None:
         self._stop.set()
         self._thread.join(timeout)
+
+
+def verification_executor(config: CampaignConfig) -> Any:
+    """The kernel tier on ``config.kernel_backend`` when the campaign verifies there; None (the tier's own
+    executor, ``fuzz.tiers.executor_for``) on any other tier."""
+    if config.verify_tier != "kernels":
+        return None
+    from workers.kernels.executor import KernelExecutor  # noqa: PLC0415 - torch only where kernels verify
+
+    return KernelExecutor(config.kernel_backend)
