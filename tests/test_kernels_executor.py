@@ -264,3 +264,28 @@ def test_run_result_carries_only_kernel_observations(torch_executor):
     assert result.tier == "kernels" and not result.faults
     assert all(o.output_tokens == [] and o.expected_tokens is None for o in result.requests.values())
     assert result.requests["b"].resume_state_ok is True and result.requests["a"].resume_state_ok is None
+
+
+def test_a_replay_past_its_deadline_is_a_hang_not_an_agreement(monkeypatch):
+    """The interpreter is slow: a replay cut off by the deadline shows nothing, which is no agreement with the
+    sim's bad resume (and its backend sets a longer deadline: 3600 s for triton-interpret)."""
+    import time
+
+    from fuzz.model.deadline import DEADLINE_ENV
+    from workers.kernels.__main__ import replay_rows
+    from workers.kernels.backends import TritonInterpretBackend
+
+    executor = KernelExecutor(backend="torch")
+    forward = executor._forward
+
+    def slow(*args, **kwargs):
+        time.sleep(2)
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(executor, "_forward", slow)
+    monkeypatch.setenv(DEADLINE_ENV, "0.3")
+    [row] = replay_rows([poisoned_entry()], executor)
+    assert (row["status"], row["agrees_with_sim"]) == ("hang", False)
+    assert "deadline in step 0" in row["note"]
+    monkeypatch.delenv(DEADLINE_ENV)
+    assert executor.deadline() == 120 and TritonInterpretBackend.deadline_s == 3600

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.errors import ExitCode, exit_code_of
+from fuzz.model.deadline import DEADLINE_ENV, set_deadline
 from workers.kernels.backends import BackendUnavailable, backend_status, get_backend
 from workers.kernels.conformance import check_conformance, decode_case
 from workers.kernels.executor import KernelExecutor, KernelReport
@@ -65,11 +66,15 @@ def replay_rows(entries: list[ScheduleEntry], executor: KernelExecutor) -> list[
         sim_poisoned = sorted([p.step, p.block_id] for p in entry.result.poisoned)
         wrong = report.wrong_slots()
         kernel_poisoned = sorted([c.step, c.block] for c in wrong if c.kind == "poisoned")
-        agrees = kernel_bad == sim_bad_resumes(entry) and kernel_poisoned == sim_poisoned and len(kernel_poisoned) == len(wrong)
+        agrees = (report.hang_step is None and kernel_bad == sim_bad_resumes(entry) and kernel_poisoned == sim_poisoned
+                  and len(kernel_poisoned) == len(wrong))
+        status = "diverged" if kernel_bad or wrong else "clean"
+        if report.unsupported or report.hang_step is not None:  # a hang shows nothing to compare: not agreement
+            status = "unsupported" if report.unsupported else "hang"
         rows.append({
             "source": entry.source,
             "policy": entry.result.policy,
-            "status": "unsupported" if report.unsupported else ("diverged" if kernel_bad or wrong else "clean"),
+            "status": status,
             "sim_bad_resumes": sorted(sim_bad_resumes(entry)),
             "kernel_diverging": sorted(kernel_bad),
             "sim_poisoned": [] if report.unsupported else sim_poisoned,
@@ -83,7 +88,8 @@ def replay_rows(entries: list[ScheduleEntry], executor: KernelExecutor) -> list[
             "kernel_seconds": report.kernel_seconds,
             "wall_seconds": wall,
             "state_bytes_moved": report.state_bytes_moved,
-            "note": report.unsupported,
+            "note": report.unsupported or (None if report.hang_step is None else
+                                           f"passed the {executor.deadline():g} s deadline in step {report.hang_step}"),
         })  # fmt: skip
     return rows
 
@@ -112,13 +118,16 @@ def print_table(rows: list[dict[str, Any]], backend: str) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    if args.deadline is not None:
+        set_deadline(args.deadline)  # a bad value: one line, exit 2
     entries = read_schedule(args.schedule)
     entries = [e for e in entries if not args.match or any(m in e.source for m in args.match)]
     entries = entries[: args.limit] if args.limit else entries
     executor = KernelExecutor(args.backend, canary_shift=args.canary)
     rows = replay_rows(entries, executor)
     print_table(rows, executor.backend.name)
-    for note in executor.backend.notes():
+    for note in [*(f"{Path(r['source']).stem} {r['policy']}: {r['note']}" for r in rows if r["status"] == "hang"),
+                 *executor.backend.notes()]:
         print(f"note: {note}")
     if args.out:
         out = Path(args.out)
@@ -184,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="auto")
     p.add_argument("--out", help="directory for kernel_replay_<backend>.json")
     p.add_argument("--canary", type=int, default=0, help="corrupt the first resume slot to hold N tokens less")
+    p.add_argument("--deadline", type=float, metavar="S",
+                   help=f"seconds one entry's replay may take (default ${DEADLINE_ENV}, else the backend's: "
+                   "120, 3600 under Triton's interpreter)")
     p.add_argument("--limit", type=int, default=0, help="replay only the first N entries")
     p.add_argument("--match", action="append", default=[], metavar="TEXT",
                    help="replay only entries whose source contains TEXT (repeatable: any of them)")

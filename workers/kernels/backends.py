@@ -68,6 +68,7 @@ class Backend(ABC):
     tolerance: float
     device: str = "cpu"
     exports_checkpoints: bool = False  # Mamba2's prefill checkpoint export runs beside it (workers.kernels.checkpoint)
+    deadline_s: float | None = None  # seconds one kernel-tier replay may take, where not the tier's default
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -418,6 +419,7 @@ class TritonInterpretBackend(TritonBackend):
     tolerance = 5e-3
     dtype = torch.float16
     device = "cpu"
+    deadline_s = 3600.0  # the interpreter: a 3000-token replay takes minutes, not the tier's default 120 s
     sources = ("vllm", "fla-core")  # in order of preference
 
     @classmethod

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
+from fuzz.model.deadline import DEFAULT_DEADLINE_S, DeadlineExceeded, deadline_seconds, run_deadline
 from fuzz.model.result import Chunk, Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus
 from fuzz.model.scenario import VOCAB_SIZE, Scenario
 from fuzz.tiers import BaseExecutor
@@ -270,6 +270,11 @@ class KernelExecutor(BaseExecutor):
         entry = self._entry(scenario, name, policy)
         return entry, self.replay(entry)
 
+    def deadline(self) -> float:
+        """Seconds one replay may take: ``--deadline`` (``$GDNFUZZ_DEADLINE_S``), else the backend's own
+        (an interpreter's), else the tier's default."""
+        return deadline_seconds(self.backend.deadline_s or DEFAULT_DEADLINE_S)
+
     def unsupported(self, entry: ScheduleEntry) -> str | None:
         """Why this tier cannot replay ``entry`` on this backend, or None."""
         sim, scenario = entry.result, entry.scenario
@@ -294,7 +299,7 @@ class KernelExecutor(BaseExecutor):
         copies = _split_copies(sim, entry.scenario.engine.mamba_block_size)
         canary = self._canary_target(entry, self.canary_shift if canary_shift is None else canary_shift)
         try:
-            with run_deadline():
+            with run_deadline(self.deadline()):
                 self._replay_steps(entry, slots, outputs, feeds, copies, canary, report)
         except DeadlineExceeded:
             return report  # report.hang_step names the step; outputs of an unfinished replay are not compared
@@ -530,7 +535,7 @@ class KernelExecutor(BaseExecutor):
             outcome.resume_state, outcome.resume_state_ok = None, None
         result.notes.append(f"backend {report.backend}, tolerance {report.tolerance:g}")
         if report.hang_step is not None:
-            result.faults.append(Fault(kind="hang", detail=f"the kernel replay passed its {deadline_seconds():g} s "
+            result.faults.append(Fault(kind="hang", detail=f"the kernel replay passed its {self.deadline():g} s "
                                        f"deadline in step {report.hang_step}", step=report.hang_step))
             return result
         if report.unsupported:
