@@ -4,16 +4,27 @@
 # Runs, within about 7 minutes: which backends run; backend conformance against the float64
 # reference; the regression corpus replayed from the precomputed sim-tier schedule
 # (bench/kernel_schedule.json, made here by `python -m workers.kernels schedule`), which must
-# diverge exactly where the sim tier saw a bad resume; and the throughput benchmark.
-# Results go to $OUT (or --out DIR, default ./gpu_check_out): one .txt per stage, the JSON
-# tables, and summary.txt. Exit 0 when every stage passed.
+# diverge exactly where the sim tier saw a bad resume or a poisoned slot; and the throughput
+# benchmark. Results go to $OUT (or --out DIR, default ./gpu_check_out): one .txt per stage, the
+# JSON tables, and summary.txt. Exit 0 when every stage passed.
 #
-#   bench/gpu_check.sh [--backend triton|torch|auto] [--out DIR] [--limit N] [--bench-limit N] [--python PY]
+#   bench/gpu_check.sh [--backend triton|triton-interpret|torch|auto] [--out DIR] [--limit N]
+#                      [--bench-limit N] [--python PY]
 #   (--limit: replay only the first N schedule entries; --bench-limit: the same for the benchmark)
 #   bench/gpu_check.sh --fetch-wheels    # on a networked machine: fla-core + einops into bench/wheels
 #
 # Without vLLM the triton backend uses the fla-core package: when `import fla` fails, the
 # wheels in bench/wheels (pure Python, about 1.2 MB) are installed into a scratch directory.
+#
+# --backend triton-interpret rehearses the check on a CPU machine with vLLM and Triton (no GPU):
+# the same stages on the same FLA Triton kernels, run by Triton's interpreter (vLLM's copy), on
+# fewer inputs since the interpreter is slow: 2 conformance cases, the replay of the schedule's
+# pr51113-concurrent-prefills and internal-checkpoint-midblock-resume-mtp entries (the production
+# trigger, and vLLM's internal-checkpoint bug with Mamba2's export kernel), the benchmark on one
+# entry with the interpreter's cost per kernel. Stages that run only there: `interpreter` (which
+# of vLLM's Triton kernels run under the interpreter, and which workaround each needs), and
+# `fla-core`, `fla-core-replay` (the triton backend's own calls into fla-core, the GPU machine's
+# path without vLLM, from bench/wheels: one conformance case, one replayed entry).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,8 +50,23 @@ summary="$out_dir/summary.txt"
 : > "$summary"
 export PYTHONUNBUFFERED=1
 
-if [ "$backend" = triton ] && ! "$py" -c "import fla.ops.gated_delta_rule" 2>/dev/null \
-    && ! "$py" -c "import vllm.third_party.flash_linear_attention.ops" 2>/dev/null; then
+# Per backend: conformance cases, the replay's entries, and each stage's time limit (seconds).
+cases=12
+select=()
+t_conformance=100 t_replay=200 t_throughput=100
+if [ "$backend" = triton-interpret ]; then
+  cases=2
+  [ "$limit" = 0 ] && select=(--match pr51113-concurrent-prefills --match internal-checkpoint-midblock-resume-mtp)
+  [ "$bench_limit" = 0 ] && bench_limit=1
+  t_conformance=600 t_replay=900 t_throughput=600
+fi
+
+needs_fla_core=0
+if [ "$backend" = triton ] && ! "$py" -c "import vllm.third_party.flash_linear_attention.ops" 2>/dev/null; then
+  needs_fla_core=1
+fi
+[ "$backend" = triton-interpret ] && needs_fla_core=1
+if [ $needs_fla_core = 1 ] && ! "$py" -c "import fla.ops.gated_delta_rule" 2>/dev/null; then
   if ls "$wheels"/*.whl >/dev/null 2>&1; then
     pylib=$(mktemp -d)
     "$py" -m pip install --quiet --no-index --no-deps --target "$pylib" "$wheels"/*.whl
@@ -57,7 +83,7 @@ stage() {  # stage NAME EXPECTED_RC TIMEOUT_S CMD...
   start=$(date +%s)
   timeout "$limit_s" "$@" > "$out_dir/$name.txt" 2>&1
   rc=$?
-  grep -v "Triton is installed" "$out_dir/$name.txt" | tail -n 40
+  grep -v "Triton is installed\|UserWarning\|_cpu_device_warning" "$out_dir/$name.txt" | tail -n 40
   if [[ " $want " == *" $rc "* ]]; then
     echo "PASS $name (rc $rc, $(( $(date +%s) - start )) s)" | tee -a "$summary"
   else
@@ -66,14 +92,24 @@ stage() {  # stage NAME EXPECTED_RC TIMEOUT_S CMD...
   fi
 }
 
+started=$(date +%s)
 "$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
       torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" | tee -a "$summary"
 stage backends 0 60 "$py" -m workers.kernels backends
-stage conformance 0 100 "$py" -m workers.kernels conformance --backend "$backend" --cases 12
+if [ "$backend" = triton-interpret ]; then
+  stage interpreter 0 300 "$py" -m workers.kernels interpreter
+fi
+stage conformance 0 "$t_conformance" "$py" -m workers.kernels conformance --backend "$backend" --cases "$cases"
 # rc 1: the corpus has pre-51113 divergences, and they agree with the sim tier (rc 3 would not)
-stage replay 1 200 "$py" -m workers.kernels replay --schedule bench/kernel_schedule.json \
-  --backend "$backend" --out "$out_dir" --limit "$limit"
-stage throughput 0 100 "$py" bench/kernel_throughput.py --backends "$backend" --limit "$bench_limit" \
+stage replay 1 "$t_replay" "$py" -m workers.kernels replay --schedule bench/kernel_schedule.json \
+  --backend "$backend" --out "$out_dir" --limit "$limit" ${select[@]+"${select[@]}"}
+stage throughput 0 "$t_throughput" "$py" bench/kernel_throughput.py --backends "$backend" --limit "$bench_limit" \
   --out "$out_dir"
-echo "backend $backend: $([ $failed = 0 ] && echo all stages passed || echo some stage FAILED)" | tee -a "$summary"
+if [ "$backend" = triton-interpret ]; then  # the GPU machine's path without vLLM: fla-core, as the triton backend calls it
+  stage fla-core 0 600 "$py" -m workers.kernels conformance --backend triton-interpret-fla --cases 1
+  stage fla-core-replay 1 600 "$py" -m workers.kernels replay --schedule bench/kernel_schedule.json \
+    --backend triton-interpret-fla --match pr51113-concurrent-prefills --limit 1
+fi
+echo "backend $backend: $([ $failed = 0 ] && echo all stages passed || echo some stage FAILED)" \
+  "in $(( $(date +%s) - started )) s" | tee -a "$summary"
 exit $failed

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fuzz.errors import InputError
+from fuzz.model.deadline import deadline_seconds
 from fuzz.model.placement import current
 from fuzz.model.policies import Policy
 from fuzz.model.result import (
@@ -90,6 +91,8 @@ class Executor(Protocol):
 
     def as_run(self, scenario: Scenario) -> Scenario: ...
 
+    def deadline(self) -> float: ...
+
     def close(self) -> None: ...
 
 
@@ -109,6 +112,11 @@ class BaseExecutor:
 
     def canary_detected(self, scenario: Scenario) -> bool | None:
         return None
+
+    def deadline(self) -> float:
+        """Seconds one run may take before it is a ``hang`` (the tier keeps it; a caller waiting on a run
+        elsewhere waits this long plus its transfer)."""
+        return deadline_seconds()
 
     def poison_verdict(self, scenario: Scenario, policy: Policy) -> PoisonVerdict:
         """One run's slots judged alone: a fault, unsupported, poisoned, or clean where the canary

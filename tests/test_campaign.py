@@ -149,6 +149,18 @@ def test_cpu_share_fits_every_actor_and_one_task_on_the_machine() -> None:
     assert cpu_share(64.0, config, gpus=0) == 1.0
 
 
+def test_kernel_tier_verification_runs_on_the_configured_backend() -> None:
+    from workers.campaign.verifier import verification_executor
+    from workers.kernels.backends import BackendUnavailable
+
+    run = RunSettings(corpus=Path("c"), crashes=Path("x"))
+    assert verification_executor(CampaignConfig(run)) is None  # the engine tier's own executor
+    executor = verification_executor(CampaignConfig(run, verify_tier="kernels", kernel_backend="torch"))
+    assert executor.tier == "kernels" and executor.backend.name == "torch"
+    with pytest.raises(BackendUnavailable, match="unknown kernel backend"):
+        verification_executor(CampaignConfig(run, verify_tier="kernels", kernel_backend="cuda-magic"))
+
+
 def _store(tmp_path: Path, verifiers: int = 1) -> Any:
     from workers.campaign.crash_store import CrashStoreActor
 

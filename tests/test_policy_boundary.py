@@ -103,13 +103,13 @@ def test_the_kernel_tier_reports_a_hang_naming_its_step(sim, monkeypatch):
     vllm = resolve_policy("vllm")
     result = sim.run(scenario, vllm)
     executor = KernelExecutor(backend="torch", schedules=[ScheduleEntry(scenario, result, request_tokens(scenario, result))])
-    run_batch = executor._run_batch
+    forward = executor._forward  # every kernel call of a replay goes through it
 
     def slow_kernel(*args, **kwargs):  # a kernel that takes far longer than the deadline
         time.sleep(5)
-        return run_batch(*args, **kwargs)
+        return forward(*args, **kwargs)
 
-    monkeypatch.setattr(executor, "_run_batch", slow_kernel)
+    monkeypatch.setattr(executor, "_forward", slow_kernel)
     monkeypatch.setenv(DEADLINE_ENV, "0.2")
     run = executor.run(scenario, vllm)
     assert [f.kind for f in run.faults] == ["hang"] and run.faults[0].step == result.steps[0].step

@@ -55,9 +55,10 @@ class Chunk:
     read_block: int | None = None
     write_blocks: list[int] = field(default_factory=list)
     # Sim tier only: how many tokens the state it started from had consumed, and the internal prefill
-    # checkpoint it exported (the state after that many tokens; None: none).
+    # checkpoint it exported (the state after that many tokens, into that physical block; None: none).
     initial_state_tokens: int | None = None
     checkpoint_tokens: int | None = None
+    checkpoint_block: int | None = None
 
 
 @dataclass

@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 from fuzz.errors import ConfigRejected, InputError, ToolError
-from fuzz.model.deadline import deadline_seconds
 from fuzz.model.policies import Policy, is_builtin
 from fuzz.model.result import Fault, RequestOutcome, RunResult
 from fuzz.model.scenario import Scenario
@@ -39,10 +38,10 @@ def sandboxed_specs(policy: Policy, reference: Policy | None) -> tuple[str, ...]
     return tuple(sorted(s for s in specs if not is_builtin(s)))
 
 
-def run_bound() -> float:
-    """How long the parent waits for a child's run: the tier's deadline, which the child keeps, plus
-    :data:`GRACE_S`."""
-    return deadline_seconds() + GRACE_S
+def run_bound(tier_deadline: float) -> float:
+    """How long the parent waits for a child's run: the tier's deadline (``Executor.deadline``), which
+    the child keeps, plus :data:`GRACE_S`."""
+    return tier_deadline + GRACE_S
 
 
 def unanswered(exc: ChildFailed, running: str) -> Fault:
@@ -90,7 +89,7 @@ class SandboxedExecutor(BaseExecutor):
                    "policy": {"spec": policy.spec, "follows": policy.follows},
                    "reference": reference.spec if reference is not None else None}
         try:
-            answer = self.domains.child(specs).call(request, run_bound())
+            answer = self.domains.child(specs).call(request, run_bound(self.local.deadline()))
             if "run" in answer:
                 result = RunResult.from_dict(answer["run"])
                 result.policy = policy.name
@@ -125,6 +124,9 @@ class SandboxedExecutor(BaseExecutor):
 
     def as_run(self, scenario: Scenario) -> Scenario:
         return self.local.as_run(scenario)
+
+    def deadline(self) -> float:
+        return self.local.deadline()
 
     def close(self) -> None:
         self.local.close()

@@ -12,7 +12,8 @@ size below the smallest the model allows, EAGLE with no draft head, a KV
 connector), the bundle's original input is tried on the engine next. Where it
 cannot run that either, the finding is re-run on the kernel tier: the real GDN
 kernels on real tensors follow the real scheduler's chunks, and a resumed
-request that diverges far above tolerance is ``confirmed`` there. The evidence
+request that diverges far above tolerance, or a slot the sim names poisoned
+that is wrong on the kernels' tensors too, is ``confirmed`` there. The evidence
 always names the tier and the input that decided. State and evidence go into
 ``verdict.json`` (``confirmed`` and ``confirmation``), written atomically.
 """
@@ -58,8 +59,8 @@ def confirm_bundle(bundle: Path, tier: str = "engine", executor: Executor | None
         "notes": outcome.result.notes,
     }
     if outcome.verdict == "unsupported" and tier == "engine":
-        # the kernel tier observes resumed requests only: the minimized scenario may have none
-        # (the audits need none), the original input usually has one
+        # the minimized scenario may show the kernel tier nothing (or be unsupported there) where the
+        # original input shows it a bad resume or a named slot
         reference = resolve_policy(verdict["reference"])
         for name in INPUTS:
             state, evidence["fallback"] = _confirm_on_kernels(scenario_of(name), candidate, reference, name)

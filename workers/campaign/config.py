@@ -47,6 +47,7 @@ class CampaignConfig:
     hang_timeout: int = 60
     rss_limit_mb: int = 6144
     verify_tier: str = "engine"
+    kernel_backend: str = "auto"  # verifying on the kernel tier: its backend (triton-interpret: vLLM's Triton kernels on CPU)
     file_issues: str | None = None
     dry_run_issues: bool = False
     drain_time: float = 5.0  # seconds after the deadline for minimisations in flight; then what is left is stored as found

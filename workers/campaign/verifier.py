@@ -31,6 +31,7 @@ class VerifierActor:
     def _loop(self) -> None:
         import ray
 
+        executor = None
         while not self._stop.is_set():
             store = self._store = self._store or crash_store_named(self.store_name)
             try:
@@ -43,7 +44,8 @@ class VerifierActor:
                 continue
             error = None
             try:
-                state = confirm_bundle(Path(bundle), self.config.verify_tier)
+                executor = executor or verification_executor(self.config)
+                state = confirm_bundle(Path(bundle), self.config.verify_tier, executor)
             except Exception as exc:  # a bad bundle, an engine error, a refused write: recorded, never a silent pass
                 state, error = "inconclusive", f"{type(exc).__name__}: {exc}"
             # not waited for: a crash store that misses it leases the bundle again (it stays unconfirmed on disk)
@@ -56,3 +58,13 @@ class VerifierActor:
     def stop(self, timeout: float = 5) -> None:
         self._stop.set()
         self._thread.join(timeout)
+
+
+def verification_executor(config: CampaignConfig) -> Any:
+    """The kernel tier on ``config.kernel_backend`` when the campaign verifies there; None (the tier's own
+    executor, ``fuzz.tiers.executor_for``) on any other tier."""
+    if config.verify_tier != "kernels":
+        return None
+    from workers.kernels.executor import KernelExecutor  # noqa: PLC0415 - torch only where kernels verify
+
+    return KernelExecutor(config.kernel_backend)

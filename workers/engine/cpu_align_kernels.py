@@ -20,7 +20,8 @@ in either conv layout; temporal ``state[bt[src + bias]] -> state[bt[dst]]``), ru
 writes bytes another reads: each request writes only its own destination block, and an in-block
 conv shift moves bytes to lower addresses, which ``memmove`` does exactly as the kernel's
 low-to-high token loop. ``tests/test_cpu_align_kernels.py`` checks both stand-ins byte for byte
-against vLLM's own V1 copy specs (``get_conv_copy_spec`` / ``get_temporal_copy_spec``).
+against vLLM's own V1 copy specs (``get_conv_copy_spec`` / ``get_temporal_copy_spec``), and against
+the two kernels themselves, vLLM's Triton code run by Triton's interpreter (``workers.triton_interpret``).
 """
 
 from __future__ import annotations

@@ -113,13 +113,17 @@ class EngineExecutor(BaseExecutor):
                 self._child.wait()
         self._child = self._conn = None
 
+    def deadline(self) -> float:
+        """Seconds one engine call may take, engine start-up included."""
+        return self.timeout_s or deadline_seconds(DEFAULT_TIMEOUT_S)
+
     def _call(self, scenario: Scenario, policy: Policy | None, canary: bool) -> RunResult:
         name = "truth" if policy is None else policy.name
         self._ensure_child()
         assert self._conn is not None and self._child is not None
         self._conn.send((scenario.to_dict(), None if policy is None else policy.spec, canary))
         fault: Fault
-        timeout = self.timeout_s or deadline_seconds(DEFAULT_TIMEOUT_S)
+        timeout = self.deadline()
         if not self._conn.poll(timeout):
             self._child.kill()
             self.close()

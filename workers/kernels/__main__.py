@@ -1,9 +1,11 @@
 """``python -m workers.kernels``: make schedule files (needs vLLM), replay them (needs only torch), check backends.
 
   schedule FILES... --out PATH [--policies pre-51113,vllm]   sim-tier runs -> a schedule file
-  replay --schedule PATH [--backend B] [--out DIR] [--canary N] [--limit N]
+  replay --schedule PATH [--backend B] [--out DIR] [--canary N] [--limit N] [--match TEXT]...
   conformance [--backend B] [--cases N]
   backends                                                    which backends run here, and why not
+  interpreter                                                 vLLM's Triton kernels under Triton's interpreter:
+                                                              which run, and what each workaround is for
 
 Exit codes as gdnfuzz's: 0 clean, 1 divergence (conformance failure), 2 bad input,
 3 the kernel tier disagrees with the sim tier on which requests resumed from a bad state.
@@ -16,11 +18,13 @@ import json
 import random
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from fuzz.errors import ExitCode, exit_code_of
-from workers.kernels.backends import backend_status, get_backend
+from fuzz.model.deadline import DEADLINE_ENV, set_deadline
+from workers.kernels.backends import BackendUnavailable, backend_status, get_backend
 from workers.kernels.conformance import check_conformance, decode_case
 from workers.kernels.executor import KernelExecutor, KernelReport
 from workers.kernels.schedule import ScheduleEntry, read_schedule, write_schedule
@@ -50,51 +54,81 @@ def sim_bad_resumes(entry: ScheduleEntry) -> set[str]:
 
 
 def replay_rows(entries: list[ScheduleEntry], executor: KernelExecutor) -> list[dict[str, Any]]:
-    """One row per (scenario, policy): kernel divergences and whether they match the sim tier's bad resumes."""
+    """One row per (scenario, policy): kernel divergences and wrong slots, and whether they match the sim tier's
+    bad resumes and poisoned slots (every slot the sim names is wrong on the kernels, every checkpoint the
+    export kernel wrote is right)."""
     rows = []
     for entry in entries:
         t0 = time.perf_counter()
         report: KernelReport = executor.replay(entry)
         wall = time.perf_counter() - t0
         kernel_bad = {d.request_id for d in report.diverging()}
+        sim_poisoned = sorted([p.step, p.block_id] for p in entry.result.poisoned)
+        wrong = report.wrong_slots()
+        kernel_poisoned = sorted([c.step, c.block] for c in wrong if c.kind == "poisoned")
+        agrees = (report.hang_step is None and kernel_bad == sim_bad_resumes(entry) and kernel_poisoned == sim_poisoned
+                  and len(kernel_poisoned) == len(wrong))
+        status = "diverged" if kernel_bad or wrong else "clean"
+        if report.unsupported or report.hang_step is not None:  # a hang shows nothing to compare: not agreement
+            status = "unsupported" if report.unsupported else "hang"
         rows.append({
             "source": entry.source,
             "policy": entry.result.policy,
-            "status": "unsupported" if report.unsupported else ("diverged" if kernel_bad else "clean"),
+            "status": status,
             "sim_bad_resumes": sorted(sim_bad_resumes(entry)),
             "kernel_diverging": sorted(kernel_bad),
-            "agrees_with_sim": report.unsupported is not None or kernel_bad == sim_bad_resumes(entry),
+            "sim_poisoned": [] if report.unsupported else sim_poisoned,
+            "kernel_poisoned": kernel_poisoned,
+            "agrees_with_sim": report.unsupported is not None or agrees,
             "tolerance": report.tolerance,
             "requests": {rid: {"hit_tokens": d.hit_tokens, "divergence": d.divergence, "positions": d.positions,
                                "first_bad": d.first_bad} for rid, d in sorted(report.requests.items())},
+            "slots": [asdict(c) for c in report.slots],
             "canary_block": report.canary_block,
             "kernel_seconds": report.kernel_seconds,
             "wall_seconds": wall,
             "state_bytes_moved": report.state_bytes_moved,
-            "note": report.unsupported,
+            "note": report.unsupported or (None if report.hang_step is None else
+                                           f"passed the {executor.deadline():g} s deadline in step {report.hang_step}"),
         })  # fmt: skip
     return rows
 
 
+def _slot_summary(row: dict[str, Any]) -> str:
+    """``wrong/named`` poisoned slots and ``right/written`` checkpoints."""
+    named = [c for c in row["slots"] if c["kind"] == "poisoned"]
+    written = [c for c in row["slots"] if c["kind"] == "checkpoint"]
+    wrong = sum(not c["error"] <= row["tolerance"] for c in named)
+    right = sum(c["error"] <= row["tolerance"] for c in written)
+    return f"{wrong}/{len(named)}" + (f" ckpt {right}/{len(written)}" if written else "")
+
+
 def print_table(rows: list[dict[str, Any]], backend: str) -> None:
     print(f"kernel tier, backend {backend}")
-    print(f"{'scenario':<44} {'policy':<10} {'status':<9} {'worst resumed':>13} {'worst other':>11} {'tol':>7}  sim")
+    print(f"{'scenario':<44} {'policy':<10} {'status':<11} {'worst resumed':>13} {'worst other':>11} {'tol':>7} "
+          f"{'poisoned':>16}  sim")
     for row in rows:
         resumed = [r["divergence"] for r in row["requests"].values() if r["hit_tokens"] > 0]
         other = [r["divergence"] for r in row["requests"].values() if r["hit_tokens"] == 0]
         print(
-            f"{Path(row['source']).stem[:44]:<44} {row['policy']:<10} {row['status']:<9} "
-            f"{max(resumed, default=0):>13.3g} {max(other, default=0):>11.3g} {row['tolerance']:>7.0e}  "
-            f"{'agrees' if row['agrees_with_sim'] else 'DISAGREES'}"
+            f"{Path(row['source']).stem[:44]:<44} {row['policy']:<10} {row['status']:<11} "
+            f"{max(resumed, default=0):>13.3g} {max(other, default=0):>11.3g} {row['tolerance']:>7.0e} "
+            f"{_slot_summary(row):>16}  {'agrees' if row['agrees_with_sim'] else 'DISAGREES'}"
         )
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    if args.deadline is not None:
+        set_deadline(args.deadline)  # a bad value: one line, exit 2
     entries = read_schedule(args.schedule)
+    entries = [e for e in entries if not args.match or any(m in e.source for m in args.match)]
     entries = entries[: args.limit] if args.limit else entries
     executor = KernelExecutor(args.backend, canary_shift=args.canary)
     rows = replay_rows(entries, executor)
     print_table(rows, executor.backend.name)
+    for note in [*(f"{Path(r['source']).stem} {r['policy']}: {r['note']}" for r in rows if r["status"] == "hang"),
+                 *executor.backend.notes()]:
+        print(f"note: {note}")
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -116,13 +150,34 @@ def cmd_conformance(args: argparse.Namespace) -> int:
     print(f"conformance of {backend.name} over {args.cases} cases (tolerance {backend.tolerance:g}): {failed} failed")
     for check, err in worst.items():
         print(f"  {check:<22} worst {err:.3g}")
+    for note in backend.notes():
+        print(f"note: {note}")
     return ExitCode.DIVERGED if failed else ExitCode.CLEAN
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
     for name, reason in backend_status().items():
-        print(f"{name:<9} {'available' if reason is None else 'unavailable: ' + reason}")
+        print(f"{name:<16} {'available' if reason is None else 'unavailable: ' + reason}")
     return ExitCode.CLEAN
+
+
+def cmd_interpreter(args: argparse.Namespace) -> int:
+    """Every entry point under every workaround, then without each one: which kernels run here."""
+    from workers.kernels.probe import workaround_table  # noqa: PLC0415 - imports vLLM
+    from workers.triton_interpret import unavailable_reason  # noqa: PLC0415
+
+    reason = unavailable_reason()
+    if reason:
+        raise BackendUnavailable(f"triton-interpret: {reason}")
+    failed = False
+    for setting, results in workaround_table().items():
+        print(setting)
+        for name, result in results.items():
+            status = "runs" if result.failure is None else f"FAILS in {result.failure.describe()}"
+            launches = len(result.launched)
+            print(f"  {name:<34} {status} ({launches} kernel launch{'' if launches == 1 else 'es'})")
+            failed |= setting == "all" and result.failure is not None
+    return ExitCode.DIVERGED if failed else ExitCode.CLEAN
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,7 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="auto")
     p.add_argument("--out", help="directory for kernel_replay_<backend>.json")
     p.add_argument("--canary", type=int, default=0, help="corrupt the first resume slot to hold N tokens less")
+    p.add_argument("--deadline", type=float, metavar="S",
+                   help=f"seconds one entry's replay may take (default ${DEADLINE_ENV}, else the backend's: "
+                   "120, 3600 under Triton's interpreter)")
     p.add_argument("--limit", type=int, default=0, help="replay only the first N entries")
+    p.add_argument("--match", action="append", default=[], metavar="TEXT",
+                   help="replay only entries whose source contains TEXT (repeatable: any of them)")
     p.set_defaults(func=cmd_replay)
     p = sub.add_parser("conformance", help="backend vs float64 reference on fuzzed chunkings")
     p.add_argument("--backend", default="auto")
@@ -146,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_conformance)
     p = sub.add_parser("backends", help="which backends run here")
     p.set_defaults(func=cmd_backends)
+    p = sub.add_parser("interpreter", help="which of vLLM's Triton kernels run under Triton's interpreter, and "
+                       "which workaround each needs")
+    p.set_defaults(func=cmd_interpreter)
     return parser
 
 

@@ -17,6 +17,9 @@ Backends are functional: they return new states and never touch the caller's.
   ``fused_sigmoid_gating_delta_rule_update_cpu``, ``fused_gdn_gating_cpu`` and the
   CPU causal conv1d), bf16 inputs as the CPU GDN layer requires.
 - ``triton``: the FLA Triton kernels (vLLM's copy, else ``fla-core``) on CUDA.
+- ``triton-interpret``: those kernels on CPU, run by Triton's interpreter
+  (``workers.triton_interpret``), float16 inputs: vLLM's copy, else fla-core;
+  ``triton-interpret-fla``: fla-core's always (the triton backend's path without vLLM).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from fuzz.errors import InputError
+from workers import triton_interpret
 
 CHUNK = 64
 L2_EPS = 1e-6
@@ -63,6 +67,8 @@ class Backend(ABC):
     name: str
     tolerance: float
     device: str = "cpu"
+    exports_checkpoints: bool = False  # Mamba2's prefill checkpoint export runs beside it (workers.kernels.checkpoint)
+    deadline_s: float | None = None  # seconds one kernel-tier replay may take, where not the tier's default
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -72,6 +78,10 @@ class Backend(ABC):
     @classmethod
     def available(cls) -> bool:
         return cls.unavailable_reason() is None
+
+    def notes(self) -> list[str]:
+        """What a user must know about this run of the backend (a kernel that could not run), one line each."""
+        return []
 
     def conv1d(
         self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, state: torch.Tensor, cu_seqlens: torch.Tensor
@@ -290,7 +300,8 @@ class TritonBackend(Backend):
     """FLA's Triton kernels on CUDA: ``chunk_gated_delta_rule`` (prefill), ``fused_recurrent_gated_delta_rule``.
 
     vLLM's copy keeps states as ``[N, HV, V, K]``; fla-core as ``[N, HV, K, V]``.
-    q/k/v run in bf16 (the chunked kernel refuses float32); states stay float32.
+    q/k/v run in ``dtype`` (bf16; the chunked kernel refuses float32); states stay float32.
+    Every kernel entry point is called through :meth:`_launch`.
     """
 
     name = "triton"
@@ -315,6 +326,10 @@ class TritonBackend(Backend):
         self.fla, self.source = _fla_module()
         self.state_vk = self.source == "vllm"
 
+    def _launch(self, fn, *args, **kwargs):
+        """Call one FLA entry point."""
+        return fn(*args, **kwargs)
+
     def _to_kernel_state(self, state: torch.Tensor) -> torch.Tensor:
         return (state.transpose(-1, -2) if self.state_vk else state).float().contiguous()
 
@@ -329,46 +344,140 @@ class TritonBackend(Backend):
 
     def gdn_chunked(self, q, k, v, a, b, A_log, dt_bias, state, cu_seqlens):
         q, k, v, g, beta = self._inputs(q, k, v, a, b, A_log, dt_bias)
-        out, final = self.fla.chunk_gated_delta_rule(
-            q, k, v, g, beta.to(self.dtype), initial_state=self._to_kernel_state(state), output_final_state=True,
+        out, final = self._launch(
+            self.fla.chunk_gated_delta_rule, q, k, v, g, beta.to(self.dtype),
+            initial_state=self._to_kernel_state(state), output_final_state=True,
             cu_seqlens=cu_seqlens.to(device=q.device, dtype=torch.long), use_qk_l2norm_in_kernel=True,
         )  # fmt: skip
         return out[0].float(), self._from_kernel_state(final)
 
     def gdn_recurrent(self, q, k, v, a, b, A_log, dt_bias, state, cu_seqlens, all_states=False):
         q, k, v, g, beta = self._inputs(q, k, v, a, b, A_log, dt_bias)
-        spans = _spans(cu_seqlens)
+        if self.source == "vllm":
+            out, per_token, final = self._vllm_recurrent(q, k, v, g, beta, state, cu_seqlens)
+            return out[0].float(), self._from_kernel_state(per_token if all_states else final)
         pool = self._to_kernel_state(state)
         if not all_states:
-            out, final = self._recurrent(q, k, v, g, beta, pool, cu_seqlens)
+            out, final = self._fla_core_recurrent(q, k, v, g, beta, pool, cu_seqlens)
             return out[0].float(), self._from_kernel_state(final)
         # State after every token: single-token calls chained through the pool.
         outs, states = [], []
-        for i, (lo, hi) in enumerate(spans):
+        for i, (lo, hi) in enumerate(_spans(cu_seqlens)):
             s = pool[i : i + 1]
             for t in range(lo, hi):
                 sl = slice(t, t + 1)
-                o, s = self._recurrent(q[:, sl], k[:, sl], v[:, sl], g[:, sl], beta[:, sl], s, torch.tensor([0, 1]))
+                o, s = self._fla_core_recurrent(q[:, sl], k[:, sl], v[:, sl], g[:, sl], beta[:, sl], s,
+                                                torch.tensor([0, 1]))
                 outs.append(o[0])
                 states.append(self._from_kernel_state(s))
         return torch.cat(outs).float(), torch.cat(states)
 
-    def _recurrent(self, q, k, v, g, beta, pool, cu_seqlens):
-        pool = pool.clone()
-        cu = cu_seqlens.to(device=q.device, dtype=torch.long)
-        if self.source == "vllm":
-            idx = torch.arange(pool.shape[0], device=q.device, dtype=torch.int32)
-            out, final = self.fla.fused_recurrent_gated_delta_rule(
-                q, k, v, g, beta, initial_state=pool, inplace_final_state=True, cu_seqlens=cu,
-                ssm_state_indices=idx, use_qk_l2norm_in_kernel=True,
-            )  # fmt: skip
-            return out, pool if final is None else final
-        return self.fla.fused_recurrent_gated_delta_rule(
-            q, k, v, g, beta, initial_state=pool, output_final_state=True, cu_seqlens=cu, use_qk_l2norm_in_kernel=True
-        )
+    def _vllm_recurrent(self, q, k, v, g, beta, state, cu_seqlens):
+        """vLLM's fused recurrent kernel as its spec-decode verify path calls it: a state pool whose slot 0
+        is the null block, and per sequence a row of slots, one per token (``ssm_state_indices[n, t]``).
+        The kernel reads sequence n's initial state from its row's first slot and writes the state after
+        token t into slot t, so slot ``1 + cu[n] + t`` ends holding the state after token ``cu[n] + t``.
+        Returns outputs, the state after every token and each sequence's final state (kernel layout)."""
+        spans = _spans(cu_seqlens)
+        initial = self._to_kernel_state(state)
+        pool = torch.zeros((1 + q.shape[1], *initial.shape[1:]), dtype=torch.float32, device=q.device)
+        slots = torch.zeros((len(spans), max((hi - lo for lo, hi in spans), default=1)), dtype=torch.int32)
+        for n, (lo, hi) in enumerate(spans):
+            if hi > lo:
+                pool[1 + lo] = initial[n]
+                slots[n, : hi - lo] = torch.arange(1 + lo, 1 + hi, dtype=torch.int32)
+        out, _ = self._launch(
+            self.fla.fused_recurrent_gated_delta_rule, q, k, v, g=g, beta=beta, initial_state=pool,
+            inplace_final_state=True, cu_seqlens=cu_seqlens.to(device=q.device, dtype=torch.long),
+            ssm_state_indices=slots.to(q.device), use_qk_l2norm_in_kernel=True,
+        )  # fmt: skip
+        final = torch.stack([pool[hi] if hi > lo else initial[n] for n, (lo, hi) in enumerate(spans)])
+        return out, pool[1:], final
+
+    def _fla_core_recurrent(self, q, k, v, g, beta, pool, cu_seqlens):
+        # fla-core 0.6's signature is (q, k, v, g=None, gk=None, gv=None, beta=None, ...): by keyword
+        return self._launch(
+            self.fla.fused_recurrent_gated_delta_rule, q, k, v, g=g, beta=beta, initial_state=pool.clone(),
+            output_final_state=True, cu_seqlens=cu_seqlens.to(device=q.device, dtype=torch.long),
+            use_qk_l2norm_in_kernel=True,
+        )  # fmt: skip
 
 
-BACKENDS: dict[str, type[Backend]] = {"torch": TorchBackend, "vllm-cpu": VllmCpuBackend, "triton": TritonBackend}
+class TritonInterpretBackend(TritonBackend):
+    """FLA's Triton kernels on CPU, executed by Triton's interpreter: vLLM's vendored copy (the code vLLM runs
+    on a GPU), else fla-core's.
+
+    Everything it takes is in :mod:`workers.triton_interpret`. q/k/v run in float16: the
+    interpreter computes bf16 on raw bit patterns. A kernel that cannot run under this Triton is
+    named in :attr:`failures` with the interpreter's error and the construct, and the rest runs:
+    when the chunked kernel fails, prefill chunks run on the recurrent kernel (the same function).
+    :attr:`kernel_seconds` adds up the wall time of every kernel launch, per kernel. Mamba2's
+    checkpoint export (vLLM's) runs beside it wherever vLLM's kernels load.
+    """
+
+    name = "triton-interpret"
+    tolerance = 5e-3
+    dtype = torch.float16
+    device = "cpu"
+    deadline_s = 3600.0  # the interpreter: a 3000-token replay takes minutes, not the tier's default 120 s
+    sources = ("vllm", "fla-core")  # in order of preference
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        reasons = {"vllm": triton_interpret.unavailable_reason, "fla-core": triton_interpret.fla_core_unavailable_reason}
+        why = [f"{source}: {reason}" for source in cls.sources if (reason := reasons[source]())]
+        return None if len(why) < len(cls.sources) else "; ".join(why)
+
+    def __init__(self, workarounds: frozenset[triton_interpret.Workaround] = triton_interpret.ALL):
+        reason = self.unavailable_reason()
+        if reason:
+            raise BackendUnavailable(f"{self.name}: {reason}")
+        self.runtime = triton_interpret.interpreted(workarounds)
+        vllm_loads = triton_interpret.unavailable_reason() is None
+        self.source = "vllm" if "vllm" in self.sources and vllm_loads else "fla-core"
+        self.fla = self.runtime.module("fla") if self.source == "vllm" else self.runtime.fla_core()
+        self.state_vk = self.source == "vllm"
+        self.exports_checkpoints = vllm_loads
+        self.failures: dict[str, triton_interpret.KernelFailure] = {}
+        self.kernel_seconds: dict[str, list[float]] = {}  # kernel -> [launches, seconds]
+
+    def _launch(self, fn, *args, **kwargs):
+        with self.runtime.running() as launches:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                for launch in launches:
+                    row = self.kernel_seconds.setdefault(launch.kernel, [0, 0.0])
+                    row[0] += 1
+                    row[1] += launch.seconds
+
+    def gdn_chunked(self, q, k, v, a, b, A_log, dt_bias, state, cu_seqlens):
+        from triton.runtime.errors import InterpreterError  # noqa: PLC0415
+
+        if "chunk_gated_delta_rule" not in self.failures:
+            try:
+                return super().gdn_chunked(q, k, v, a, b, A_log, dt_bias, state, cu_seqlens)
+            except InterpreterError as exc:
+                self.failures["chunk_gated_delta_rule"] = triton_interpret.failure_of(exc)
+        return self.gdn_recurrent(q, k, v, a, b, A_log, dt_bias, state, cu_seqlens)
+
+    def notes(self) -> list[str]:
+        return [f"{failure.describe()}: prefill chunks ran on fused_recurrent_gated_delta_rule instead"
+                for failure in self.failures.values()]
+
+
+class FlaCoreInterpretBackend(TritonInterpretBackend):
+    """fla-core's kernels under the interpreter, called as the triton backend calls them without vLLM: what
+    ``bench/gpu_check.sh`` runs on a GPU machine, rehearsed on CPU (fla-core from ``bench/wheels``)."""
+
+    name = "triton-interpret-fla"
+    sources = ("fla-core",)
+
+
+BACKENDS: dict[str, type[Backend]] = {
+    "torch": TorchBackend, "vllm-cpu": VllmCpuBackend, "triton": TritonBackend,
+    "triton-interpret": TritonInterpretBackend, "triton-interpret-fla": FlaCoreInterpretBackend,
+}
 AUTO_ORDER = ("triton", "vllm-cpu", "torch")
 
 

@@ -13,6 +13,18 @@ Invariants:
   ``max |o - o_ref| / max |o_ref|`` over the request's compared positions, so
   a correct schedule stays within the backend's chunking tolerance and a
   resume from a wrong state does not.
+- Internal prefill checkpoints (``prefill_checkpoint_alignment``) run only on a
+  backend that exports them (``Backend.exports_checkpoints``: Mamba2's export
+  kernel, ``workers.kernels.checkpoint``): a prefill chunk with a checkpoint is
+  cut there, its rest runs from the state at the cut in a second call of the
+  step, and the export kernel writes the checkpoint into its block. Elsewhere
+  such a scenario, and any with a KV connector's external tokens (not modeled
+  here), is ``unsupported``.
+- Every slot the sim tier names poisoned is checked at the end of the step it
+  was named in: it is wrong on the kernels when it is further than the
+  tolerance from the one-shot state of the tokens its hash claims (and it is
+  also compared with the state the sim says it holds). Every checkpoint the
+  export kernel writes is checked against the one-shot state at its position.
 - Nothing here imports vLLM unless the schedule must be produced by the sim
   tier (``run`` without a schedule entry).
 """
@@ -26,11 +38,12 @@ from typing import Any
 
 import torch
 
-from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
-from fuzz.model.result import Chunk, Fault, RequestOutcome, RunResult, RunStatus
+from fuzz.model.deadline import DEFAULT_DEADLINE_S, DeadlineExceeded, deadline_seconds, run_deadline
+from fuzz.model.result import Chunk, Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus
 from fuzz.model.scenario import VOCAB_SIZE, Scenario
 from fuzz.tiers import BaseExecutor
 from workers.kernels.backends import Backend, get_backend
+from workers.kernels.checkpoint import export_checkpoints
 from workers.kernels.layer import DEFAULT_SHAPE, LayerShape, SeededLayer
 from workers.kernels.schedule import ScheduleEntry, request_tokens
 
@@ -48,12 +61,35 @@ class RequestDivergence:
 
 
 @dataclass
+class SlotCheck:
+    """A slot compared with one-shot states: one the sim named poisoned, or a checkpoint the export kernel wrote.
+
+    ``error`` is the slot's distance from the state its claim says (``claimed_tokens`` of the
+    request's tokens), ``held_error`` from the state the sim says it holds (``held_tokens``; None
+    when the sim says it holds no prefix of the claim), both ``max |x - ref| / max |ref|`` over
+    the conv and SSM states.
+    """
+
+    kind: str  # "poisoned" | "checkpoint"
+    step: int
+    block: int
+    request_id: str
+    column: int
+    claimed_tokens: int
+    error: float
+    held_tokens: int | None = None
+    held_error: float | None = None
+    sim_held: str = ""
+
+
+@dataclass
 class KernelReport:
     """What one replay measured; ``run`` folds it into a RunResult."""
 
     backend: str
     tolerance: float
     requests: dict[str, RequestDivergence] = field(default_factory=dict)
+    slots: list[SlotCheck] = field(default_factory=list)
     kernel_seconds: float = 0.0
     kernel_calls: int = 0
     state_bytes_moved: int = 0
@@ -63,6 +99,9 @@ class KernelReport:
 
     def diverging(self) -> list[RequestDivergence]:
         return [d for d in self.requests.values() if d.divergence > self.tolerance]
+
+    def wrong_slots(self) -> list[SlotCheck]:
+        return [c for c in self.slots if not c.error <= self.tolerance]
 
 
 @dataclass
@@ -162,19 +201,19 @@ class SlotTable:
         self.write(dst, *self.read(src))
 
 
-def unsupported_reason(scenario: Scenario) -> str | None:
+def unsupported_reason(scenario: Scenario, exports_checkpoints: bool) -> str | None:
     """Why this tier cannot judge ``scenario`` (what it does not model), or None when it can.
 
     The tier replays the GDN layer's kernels on the schedule's chunks and copies: it loads no KV
     connector's state (a request resumed from external tokens would read an empty slot, and look
-    wrong), and it writes no internal prefill checkpoint (the Mamba2/KDA export): guessing there
-    would blame vLLM for what this tier leaves out."""
+    wrong), and it writes internal prefill checkpoints only on a backend that runs Mamba2's export
+    kernel (``exports_checkpoints``): guessing there would blame vLLM for what this tier leaves out."""
     if any(r.external_tokens for r in scenario.requests):
         return ("external_tokens: the kernel tier loads no KV connector's state, so a request resumed from "
                 "external tokens would read a slot nothing wrote")
-    if scenario.engine.prefill_checkpoint_alignment is not None:
-        return ("prefill_checkpoint_alignment: the kernel tier runs GDN's kernels, which export no internal "
-                "prefill checkpoint (Mamba2's export kernel is not modeled here)")
+    if scenario.engine.prefill_checkpoint_alignment is not None and not exports_checkpoints:
+        return ("prefill_checkpoint_alignment: internal prefill checkpoints need Mamba2's export kernel, which "
+                "runs with the triton-interpret backend only")
     return None
 
 
@@ -247,33 +286,46 @@ class KernelExecutor(BaseExecutor):
         entry = self._entry(scenario, name, policy)
         return entry, self.replay(entry)
 
-    def replay(self, entry: ScheduleEntry, canary_shift: int | None = None) -> KernelReport:
-        report = KernelReport(self.backend.name, self.backend.tolerance)
+    def deadline(self) -> float:
+        """Seconds one replay may take: ``--deadline`` (``$GDNFUZZ_DEADLINE_S``), else the backend's own
+        (an interpreter's), else the tier's default."""
+        return deadline_seconds(self.backend.deadline_s or DEFAULT_DEADLINE_S)
+
+    def unsupported(self, entry: ScheduleEntry) -> str | None:
+        """Why this tier cannot replay ``entry`` on this backend, or None."""
         sim = entry.result
         if sim.status != RunStatus.OK:
-            report.unsupported = f"sim tier status {sim.status!r}: {'; '.join(sim.notes)}"
+            return f"sim tier status {sim.status!r}: {'; '.join(sim.notes)}"
+        reason = unsupported_reason(entry.scenario, self.backend.exports_checkpoints)
+        return None if reason is None else f"unsupported on the kernel tier: {reason}"
+
+    def replay(self, entry: ScheduleEntry, canary_shift: int | None = None) -> KernelReport:
+        report = KernelReport(self.backend.name, self.backend.tolerance)
+        report.unsupported = self.unsupported(entry)
+        if report.unsupported:
             return report
-        reason = unsupported_reason(entry.scenario)
-        if reason is not None:
-            report.unsupported = f"unsupported on the kernel tier: {reason}"
-            return report
+        sim = entry.result
         slots = SlotTable(self.shape, self.device)
         outputs: dict[str, list[tuple[list[int], torch.Tensor]]] = {}
         feeds = _feeds(sim, entry.tokens)
         copies = _split_copies(sim, entry.scenario.engine.mamba_block_size)
         canary = self._canary_target(entry, self.canary_shift if canary_shift is None else canary_shift)
         try:
-            with run_deadline():
-                self._replay_steps(sim, slots, outputs, feeds, copies, canary, report)
+            with run_deadline(self.deadline()):
+                self._replay_steps(entry, slots, outputs, feeds, copies, canary, report)
         except DeadlineExceeded:
             return report  # report.hang_step names the step; outputs of an unfinished replay are not compared
         for rid, outs in outputs.items():
             report.requests[rid] = self._compare(rid, outs, entry, report)
         return report
 
-    def _replay_steps(self, sim: RunResult, slots: SlotTable, outputs: dict[str, list[tuple[list[int], torch.Tensor]]],
+    def _replay_steps(self, entry: ScheduleEntry, slots: SlotTable,
+                      outputs: dict[str, list[tuple[list[int], torch.Tensor]]],
                       feeds: Any, copies: Any, canary: Any, report: KernelReport) -> None:
-        for step in sim.steps:
+        named: dict[int, list[PoisonedSlot]] = {}  # checked on replays without a canary (which corrupts a slot)
+        for slot in entry.result.poisoned if canary is None else ():
+            named.setdefault(slot.step, []).append(slot)
+        for step in entry.result.steps:
             report.hang_step = step.step
             pre, post = copies[step.step]
             for src, dst in pre:
@@ -285,10 +337,14 @@ class KernelExecutor(BaseExecutor):
                 canary = None
             for chunked in (True, False):
                 batch = [f for f in step_feeds if (f.chunk.num_tokens > 1 and not f.chunk.num_draft_tokens) == chunked]
-                if batch:
-                    self._run_batch(batch, slots, outputs, chunked, report)
+                if batch and chunked:
+                    self._run_prefills(batch, slots, outputs, report, entry, step.step)
+                elif batch:
+                    self._run_recurrent(batch, slots, outputs, report)
             for src, dst in post:
                 slots.copy(src, dst)
+            for slot in named.get(step.step, []):
+                report.slots.append(self._check_poisoned(slot, slots, entry, report))
         report.hang_step = None
 
     # ------------------------------------------------------------ kernels
@@ -320,7 +376,74 @@ class KernelExecutor(BaseExecutor):
         report.state_bytes_moved += (len(cu) - 1 + ssm1.shape[0]) * self.shape.state_bytes()
         return x, conv1, o, ssm1
 
-    def _run_batch(self, batch: list[_Feed], slots: SlotTable, outputs: dict, chunked: bool, report: KernelReport):
+    @staticmethod
+    def _keep_outputs(f: _Feed, o: torch.Tensor, outputs: dict) -> None:
+        keep = [j for j, ok in enumerate(f.compare) if ok]
+        outputs.setdefault(f.chunk.request_id, []).append(([f.chunk.start + j for j in keep], o[keep]))
+
+    def _run_prefills(self, batch: list[_Feed], slots: SlotTable, outputs: dict, report: KernelReport,
+                      entry: ScheduleEntry, step: int) -> None:
+        """One varlen chunked call for the step's prefill chunks, each written into its last write block.
+
+        A chunk that exports an internal checkpoint is cut at it: the call covers its tokens up to the
+        checkpoint, a second call the rest from the state there, and the export kernel writes the
+        checkpoint (the conv window ending there, the state there) into the chunk's checkpoint block."""
+        cuts = [f.chunk.checkpoint_tokens - f.chunk.start if f.chunk.checkpoint_block is not None else len(f.ids)
+                for f in batch]
+        read = [slots.read(f.chunk.read_block) for f in batch]
+        conv0, ssm0 = torch.stack([r[0] for r in read]), torch.stack([r[1] for r in read])
+        _, conv1, o1, ssm1 = self._forward_pieces([f.ids[:c] for f, c in zip(batch, cuts, strict=True)],
+                                                  conv0, ssm0, report)
+        rest = [i for i, c in enumerate(cuts) if c < len(batch[i].ids)]
+        finals = {i: (conv1[i], ssm1[i]) for i in range(len(batch))}
+        outs = {i: [o] for i, o in enumerate(o1)}
+        if rest:
+            self._export(batch, cuts, ssm1, slots, entry, step, report)
+            _, conv2, o2, ssm2 = self._forward_pieces([batch[i].ids[cuts[i]:] for i in rest], conv1[rest],
+                                                      ssm1[rest], report)
+            for j, i in enumerate(rest):
+                finals[i] = (conv2[j], ssm2[j])
+                outs[i].append(o2[j])
+        for i, f in enumerate(batch):
+            self._keep_outputs(f, torch.cat(outs[i]), outputs)
+            for block in f.chunk.write_blocks[-1:]:
+                slots.write(block, *finals[i])
+
+    def _forward_pieces(self, pieces: list[list[int]], conv0, ssm0, report: KernelReport):
+        """The chunked kernel over ``pieces`` as one varlen batch; outputs split per piece."""
+        cu = [0]
+        for piece in pieces:
+            cu.append(cu[-1] + len(piece))
+        x, conv1, o, ssm1 = self._forward([t for p in pieces for t in p], cu, conv0, ssm0, True, report)
+        return x, conv1, [o[lo:hi] for lo, hi in zip(cu[:-1], cu[1:], strict=True)], ssm1
+
+    def _export(self, batch: list[_Feed], cuts: list[int], states_at_cut: torch.Tensor, slots: SlotTable,
+                entry: ScheduleEntry, step: int, report: KernelReport) -> None:
+        """Mamba2's export kernel over the step's prefill batch; each checkpoint it writes is checked."""
+        ids = [t for f in batch for t in f.ids]
+        qsl = [0]
+        for f in batch:
+            qsl.append(qsl[-1] + len(f.ids))
+        offsets = [c if f.chunk.checkpoint_block is not None else 0 for f, c in zip(batch, cuts, strict=True)]
+        x = self.layer.inputs(ids).x.to(self.device)
+        t0 = time.perf_counter()
+        conv, ssm = export_checkpoints(x, qsl, offsets, states_at_cut, self.shape.conv_width - 1)
+        report.kernel_seconds += time.perf_counter() - t0
+        report.kernel_calls += 1
+        for i, f in enumerate(batch):
+            if offsets[i]:
+                chunk = f.chunk
+                slots.write(chunk.checkpoint_block, conv[i], ssm[i])
+                error = self._distance(slots.read(chunk.checkpoint_block),
+                                       entry.tokens[chunk.request_id][: chunk.checkpoint_tokens], report)
+                block_size = entry.scenario.engine.mamba_block_size
+                report.slots.append(SlotCheck("checkpoint", step, chunk.checkpoint_block, chunk.request_id,
+                                              (chunk.checkpoint_tokens - 1) // block_size, chunk.checkpoint_tokens,
+                                              error))
+
+    def _run_recurrent(self, batch: list[_Feed], slots: SlotTable, outputs: dict, report: KernelReport):
+        """One varlen recurrent call for the step's decode and verify chunks, the state after each position
+        written into the chunk's write block for it."""
         cu = [0]
         for f in batch:
             cu.append(cu[-1] + len(f.ids))
@@ -328,19 +451,34 @@ class KernelExecutor(BaseExecutor):
         conv0 = torch.stack([r[0] for r in read])
         ssm0 = torch.stack([r[1] for r in read])
         ids = [t for f in batch for t in f.ids]
-        x, conv1, o, ssm1 = self._forward(ids, cu, conv0, ssm0, chunked, report, all_states=not chunked)
+        x, _, o, ssm1 = self._forward(ids, cu, conv0, ssm0, False, report, all_states=True)
         width = self.shape.conv_width
         for i, f in enumerate(batch):
             lo, hi = cu[i], cu[i + 1]
-            keep = [j for j, ok in enumerate(f.compare) if ok]
-            outputs.setdefault(f.chunk.request_id, []).append(([f.chunk.start + j for j in keep], o[lo:hi][keep]))
-            if chunked:
-                for block in f.chunk.write_blocks[-1:]:
-                    slots.write(block, conv1[i], ssm1[i])
-                continue
+            self._keep_outputs(f, o[lo:hi], outputs)
             history = torch.cat([conv0[i], x[lo:hi].T], dim=1)  # conv state after position j: columns j+1 .. j+W-1
             for j, block in enumerate(f.chunk.write_blocks[: hi - lo]):
                 slots.write(block, history[:, j + 1 : j + width], ssm1[lo + j])
+
+    # ------------------------------------------------------------ slot checks
+
+    def _distance(self, slot: tuple[torch.Tensor, torch.Tensor], tokens: list[int], report: KernelReport) -> float:
+        """``max |x - ref| / max |ref|`` of a slot's conv and SSM states against the one-shot state of ``tokens``."""
+        if tokens:
+            _, conv, ssm = self.one_shot(tokens, report)
+        else:
+            conv, ssm = SlotTable(self.shape, self.device).read(None)
+        return max(_relative(slot[0], conv), _relative(slot[1], ssm))
+
+    def _check_poisoned(self, named: PoisonedSlot, slots: SlotTable, entry: ScheduleEntry,
+                        report: KernelReport) -> SlotCheck:
+        tokens = entry.tokens[named.request_id]
+        held = slots.read(named.block_id)
+        return SlotCheck(
+            "poisoned", named.step, named.block_id, named.request_id, named.column, named.claimed_tokens,
+            self._distance(held, tokens[: named.claimed_tokens], report), named.held_tokens,
+            None if named.held_tokens is None else self._distance(held, tokens[: named.held_tokens], report),
+            named.held)
 
     # ------------------------------------------------------------ oracle
 
@@ -409,7 +547,7 @@ class KernelExecutor(BaseExecutor):
             outcome.resume_state, outcome.resume_state_ok = None, None
         result.notes.append(f"backend {report.backend}, tolerance {report.tolerance:g}")
         if report.hang_step is not None:
-            result.faults.append(Fault(kind="hang", detail=f"the kernel replay passed its {deadline_seconds():g} s "
+            result.faults.append(Fault(kind="hang", detail=f"the kernel replay passed its {self.deadline():g} s "
                                        f"deadline in step {report.hang_step}", step=report.hang_step))
             return result
         if report.unsupported:
@@ -421,6 +559,17 @@ class KernelExecutor(BaseExecutor):
             if outcome is not None and outcome.resumed:
                 outcome.resume_state_ok = d.divergence <= report.tolerance
             result.notes.append(f"divergence {rid} {d.divergence:.3g} over {d.positions} positions")
+        for check in report.wrong_slots():
+            if check.kind == "poisoned":
+                near = "" if check.held_error is None else f", {check.held_error:.2g} from state@{check.held_tokens}"
+                result.poisoned.append(PoisonedSlot(
+                    check.step, check.block, check.request_id, check.column, check.claimed_tokens, check.held_tokens,
+                    f"{check.sim_held} on the kernels ({check.error:.2g} from its claim{near})"))
+            else:
+                result.faults.append(Fault(
+                    kind="divergence", step=check.step, request_id=check.request_id,
+                    detail=f"the checkpoint the export kernel wrote into block {check.block} is {check.error:.3g} "
+                    f"from state@{check.claimed_tokens} (tolerance {report.tolerance:g})"))
         for d in report.diverging():
             result.faults.append(
                 Fault(
@@ -431,6 +580,10 @@ class KernelExecutor(BaseExecutor):
                 )
             )
         return result
+
+
+def _relative(got: torch.Tensor, want: torch.Tensor) -> float:
+    return float((got - want).abs().max() / want.abs().max().clamp_min(1e-12))
 
 
 def simulate(scenario, policy) -> ScheduleEntry:

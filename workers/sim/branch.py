@@ -23,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 from fuzz.errors import ConfigRejected, InputError
+from fuzz.model.deadline import deadline_seconds
 from fuzz.model.result import Fault, RunResult
 from fuzz.model.scenario import Scenario
 from fuzz.sandbox.channel import ChildFailed, JsonChild
@@ -54,7 +55,7 @@ class BranchRunner:
         """``scenario`` under the branch's whole scheduling code; a child that never answers is a fault."""
         self._start()
         try:
-            answer = self.child.call({"scenario": scenario.to_dict()}, run_bound())
+            answer = self.child.call({"scenario": scenario.to_dict()}, run_bound(deadline_seconds()))
         except ChildFailed as exc:
             return RunResult(tier="sim", policy=policy_name, scenario_id=scenario.scenario_id(),
                              faults=[unanswered(exc, f"branch:{self.checkout}")])

@@ -193,7 +193,7 @@ class RunnerMirror:
             # ``_update_states_after_model_execute`` counts every row's valid sampled tokens: one here,
             # so the next step reads this chunk's column (curr + 1 - 1), not a verify step's offset.
             req.num_accepted = 1
-            chunk.checkpoint_tokens = self._export_checkpoint(item, req, initial)
+            self._export_checkpoint(item, req, initial, chunk)
             final = initial.extend(item.tokens)
             target = req.block_ids[curr]
             self.slots[target] = final
@@ -208,11 +208,11 @@ class RunnerMirror:
             self._verify(item, req, curr, initial, chunk, out)
         out.chunks.append(chunk)
 
-    def _export_checkpoint(self, item: StepWork, req: RequestSlots, initial: State) -> int | None:
-        """The backend's internal prefill checkpoint, where vLLM's rules say it writes one; returns the
-        checkpoint's position (tokens), None when the chunk exports none."""
+    def _export_checkpoint(self, item: StepWork, req: RequestSlots, initial: State, chunk: Chunk) -> None:
+        """The backend's internal prefill checkpoint, where vLLM's rules say it writes one; the chunk
+        records its position (tokens) and the block written (both stay None when it exports none)."""
         if self.checkpoints is None:
-            return None
+            return
         from vllm.model_executor.layers.mamba.checkpoint import compute_mamba_prefill_checkpoints
 
         c = self.checkpoints
@@ -222,11 +222,11 @@ class RunnerMirror:
             checkpoint_alignment=c.alignment, drop_eagle_block=c.drop_eagle_block,
             cache_hit_alignment_tokens=c.cache_hit_alignment_tokens)
         if column < 0:
-            return None
+            return
         target = req.block_ids[column]
         self.slots[target] = initial.extend(item.tokens[:offset])
         self.writers[target] = item.request_id
-        return req.num_computed + offset
+        chunk.checkpoint_tokens, chunk.checkpoint_block = req.num_computed + offset, target
 
     def _verify(self, item: StepWork, req: RequestSlots, curr: int, initial: State, chunk: Chunk,
                 out: StepOutcome) -> None:
