@@ -79,9 +79,10 @@ def test_campaign_finds_minimizes_and_stores_the_seed_bug_once(campaign_run: dic
     assert bundles, "no crash directory"
     signatures = campaign_run["summary"].signatures
     assert {b.name for b in bundles} == set(signatures)  # one directory per signature
-    seed_bug = next(b for b in bundles if b.name.startswith("poison-"))
-    verdict = json.loads((seed_bug / "verdict.json").read_text())
-    assert verdict["candidate"] == "pre-51113" and verdict["kind"] == "poisoned-slot"
+    verdicts = {b: json.loads((b / "verdict.json").read_text()) for b in bundles}
+    seed_bug = next(b for b, v in verdicts.items() if v["kind"] == "poisoned-slot")  # named by its split decision
+    verdict = verdicts[seed_bug]
+    assert verdict["candidate"] == "pre-51113"
     assert verdict["stages"], "the crash store did not minimize it"
     assert verdict["sizes"]["minimized"]["requests"] <= verdict["sizes"]["original"]["requests"]
     assert (campaign_run["config"].regressions / f"{seed_bug.name}.json").is_file()

@@ -22,6 +22,7 @@ from fuzz.cli import main
 from fuzz.errors import ExitCode
 from fuzz.oracle.verdict import exit_code_for
 from fuzz.report.finding_report import store_finding
+from fuzz.search.artifacts import crash_finding
 from fuzz.search.settings import RunSettings
 from fuzz.store.bundle import load_bundle
 from fuzz.store.corpus_merge import remove_torn_inputs
@@ -33,7 +34,6 @@ from workers.campaign.driver import Campaign, DriverSettings
 from workers.campaign.liveness import ActorView, ActorWatch, ClusterWatch, head_reachable
 from workers.campaign.loopback import is_loopback
 from workers.campaign.resume import CampaignRecord, carried_execs, fuzzed_seconds, read_record, write_record
-from workers.campaign.tasks import crash_finding
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "corpus" / "regressions" / "pr51113-fragmented-first-chunk-single.json"
@@ -46,7 +46,7 @@ def _config(tmp_path: Path, **changes) -> CampaignConfig:
 
 def _raw(config: CampaignConfig, actor: str, kind: str = "hang") -> str:
     """A raw bundle as a fuzzer's harness saves it; its signature."""
-    finding = crash_finding(kind, SEED, "", "pre-51113", "vllm")
+    finding = crash_finding(kind, SEED.read_bytes(), "", "pre-51113", "vllm")
     store_finding(finding, config.raw / actor, None)
     return finding.signature
 
@@ -63,7 +63,7 @@ def test_a_new_crash_store_requeues_every_raw_finding_not_yet_minimized(tmp_path
     config = _config(tmp_path)
     stored = _raw(config, "fuzzer-0", "hang")
     raw_only = _raw(config, "fuzzer-1", "worker-crash")
-    store_finding(crash_finding("hang", SEED, "", "pre-51113", "vllm"), config.crashes, None)
+    store_finding(crash_finding("hang", SEED.read_bytes(), "", "pre-51113", "vllm"), config.crashes, None)
 
     store = CrashStoreActor(config, time.time(), time.time() + 300)  # as Ray restarts it, on any node
 
@@ -114,7 +114,7 @@ def test_a_finding_the_store_refuses_is_kept_then_written_and_never_half_written
 def test_a_bundle_whose_writing_fails_leaves_no_directory(tmp_path: Path) -> None:
     crashes, regressions = tmp_path / "crashes", tmp_path / "regressions"
     regressions.mkdir()
-    finding = crash_finding("hang", SEED, "", "pre-51113", "vllm")
+    finding = crash_finding("hang", SEED.read_bytes(), "", "pre-51113", "vllm")
     try:
         with read_only(regressions), pytest.raises(OSError):
             store_finding(finding, crashes, regressions)  # the bundle's files are written, then the regression fails

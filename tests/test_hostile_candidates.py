@@ -10,12 +10,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import pytest
-from checkout_fixtures import SCHEDULER, make_checkout, replace_split
+from checkout_fixtures import SCHEDULER, make_checkout
 from conftest import seed_case
+from hostile_fixtures import EXITS, SWALLOWS, hostile_checkout, hostile_file
 from lifecycle_fixtures import real_bundle
 
 from fuzz.cli import main
@@ -23,33 +23,6 @@ from fuzz.model.policies import MisplacedCall, resolve_policy
 from fuzz.sandbox.scope import deciding
 
 ROOT = Path(__file__).resolve().parent.parent
-SIGNATURE = "(self, request, num_new_tokens, num_new_local_computed_tokens=0, num_external_computed_tokens=0"
-EXITS = "__import__('os')._exit(0)"
-# A loop the in-process deadline cannot end: it swallows DeadlineExceeded with everything else.
-SWALLOWS = "exec('while True:\\n try: __import__(\"time\").sleep(0.01)\\n except BaseException: pass')"
-
-
-def split_source(name: str, act: str, where: str) -> str:
-    """A split named ``name`` that does ``act`` in its body, in a default argument, or at import."""
-    if where == "body":
-        return f"def {name}{SIGNATURE}):\n    {act}\n    return num_new_tokens\n"
-    if where == "default":
-        return f"def {name}{SIGNATURE}, _hostile={act}):\n    return num_new_tokens\n"
-    return f"{act}\ndef {name}{SIGNATURE}):\n    return num_new_tokens\n"
-
-
-def hostile_file(tmp_path: Path, act: str, where: str) -> str:
-    path = tmp_path / f"hostile_{where}.py"
-    path.write_text(split_source("split", act, where))
-    return f"{path}:split"
-
-
-def hostile_checkout(root: Path, act: str, where: str) -> Path:
-    make_checkout(root)
-    replace_split(root, textwrap.indent(split_source("_mamba_block_aligned_split", act, where), "    "))
-    return root
-
-
 @pytest.mark.slow
 def test_a_split_that_exits_the_process_is_a_finding_of_its_run(tmp_path, capsys):
     code = main(["replay", str(seed_case()), "--candidate", hostile_file(tmp_path, EXITS, "body"), "--json"])

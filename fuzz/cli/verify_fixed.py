@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from fuzz.report.github_client import API_URL_ENV, DEFAULT_API_URL, TOKEN_ENV
 from fuzz.store.bundle import VERIFY_STATES
 from fuzz.tiers import TIERS
 from fuzz.triage.candidate import MODES, at_revision, from_spec
-from fuzz.triage.verify import bundles_in, exit_code, verify_store
+from fuzz.triage.verify import Outcome, bundles_in, describe, exit_code, verify_store
 
 DEFAULT_TRIES = 3
 
@@ -34,13 +35,21 @@ def cmd_verify_fixed(args: argparse.Namespace) -> int:
         else nullcontext(from_spec(args.candidate or "vllm"))
     with where as candidate:
         print(f"verify-fixed: {len(bundles)} bundles against {candidate.label}, {args.tries} tries each")
-        outcomes = verify_store(bundles, candidate, args.tries, args.tier, args.repo, args.api_url, print)
+        outcomes = verify_store(bundles, candidate, args.tries, args.tier, args.repo, args.api_url, _say)
     counts = {s: sum(o.record is not None and o.record["status"] == s for o in outcomes) for s in VERIFY_STATES}
     unsynced = sum(o.issue_error is not None for o in outcomes)
     print("verify-fixed: " + ", ".join(f"{n} {s}" for s, n in counts.items())
           + f", {sum(o.record is None for o in outcomes)} not verified"
           + (f", {unsynced} issue(s) not brought in line" if args.repo is not None else ""))
     return exit_code(outcomes)
+
+
+def _say(outcome: Outcome) -> None:
+    """One line per bundle on stdout (the run's record); each thing that failed for it also on stderr, one
+    line each, so a failure is seen where errors are looked for."""
+    print(describe(outcome))
+    for failure in outcome.failures:
+        print(failure, file=sys.stderr)
 
 
 def add_parser(sub: Any) -> None:

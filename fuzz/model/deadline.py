@@ -81,16 +81,21 @@ def check_deadline(seconds: float, where: str) -> float:
     return float(seconds)
 
 
-def deadline_seconds(default: float = DEFAULT_DEADLINE_S) -> float:
-    """The per-scenario deadline in force (see the module docstring)."""
-    raw = os.environ.get(DEADLINE_ENV)
+def seconds_from_env(name: str, default: float) -> float:
+    """``$name`` as a positive number of seconds (an InputError naming it otherwise), or ``default``."""
+    raw = os.environ.get(name)
     if raw is None:
         return default
     try:
         value = float(raw)
     except ValueError:
         value = math.nan
-    return check_deadline(value, f"${DEADLINE_ENV}")
+    return check_deadline(value, f"${name}")
+
+
+def deadline_seconds(default: float = DEFAULT_DEADLINE_S) -> float:
+    """The per-scenario deadline in force (see the module docstring)."""
+    return seconds_from_env(DEADLINE_ENV, default)
 
 
 def _on_signal(signum: int, frame: object) -> None:

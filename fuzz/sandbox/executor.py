@@ -63,7 +63,7 @@ class Domains:
         import json
 
         child = self.children.pop(specs, None) or JsonChild(
-            "fuzz.sandbox.child", [json.dumps(self.sys_path)], self.start_timeout)
+            "fuzz.sandbox.child", [json.dumps(self.sys_path)], self.start_timeout, forked=True)
         self.children[specs] = child  # most recent last
         while len(self.children) > self.KEPT:
             self.children.pop(next(iter(self.children))).close()

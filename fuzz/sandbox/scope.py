@@ -16,19 +16,26 @@ from contextlib import contextmanager
 from typing import Any
 
 from fuzz.model import placement
+from fuzz.model.deadline import seconds_from_env
 from fuzz.model.policies import Policy, PolicyError, runs_elsewhere
 from fuzz.sandbox.channel import ChildFailed
 from fuzz.sandbox.executor import Domains, SandboxedExecutor
 from fuzz.tiers import Executor
 
 LOAD_TIMEOUT_S = 180.0  # start a child, import the policy (which usually imports vLLM) on a loaded machine
+LOAD_TIMEOUT_ENV = "GDNFUZZ_LOAD_TIMEOUT_S"
+
+
+def load_timeout() -> float:
+    """How long loading a candidate may take: ``$GDNFUZZ_LOAD_TIMEOUT_S``, else :data:`LOAD_TIMEOUT_S`."""
+    return seconds_from_env(LOAD_TIMEOUT_ENV, LOAD_TIMEOUT_S)
 
 
 class DecidingScope:
     """The :class:`~fuzz.model.placement.Placement` of a deciding process."""
 
     def __init__(self) -> None:
-        self.domains = Domains(LOAD_TIMEOUT_S, list(sys.path))
+        self.domains = Domains(load_timeout(), list(sys.path))
         self.executors: dict[str, SandboxedExecutor] = {}
         self.policies: dict[str, Policy] = {}
 
@@ -39,7 +46,7 @@ class DecidingScope:
 
     def _load(self, spec: str) -> Policy:
         try:
-            answer = self.domains.child((spec,)).call({"op": "resolve", "spec": spec}, LOAD_TIMEOUT_S)
+            answer = self.domains.child((spec,)).call({"op": "resolve", "spec": spec}, load_timeout())
         except ChildFailed as exc:
             raise PolicyError(f"policy {spec}: the process loading it {exc.how}") from None
         if "policy" not in answer:

@@ -158,9 +158,10 @@ def bundles_in(paths: list[Path], with_issue: bool = False) -> list[Path]:
 
 def verify_store(bundles: list[Path], candidate: Candidate, tries: int, tier: str | None = None,
                  repo: str | None = None, api_url: str | None = None,
-                 log: Callable[[str], None] = lambda _: None) -> list[Outcome]:
+                 log: Callable[[Outcome], None] = lambda _: None) -> list[Outcome]:
     """Verify each bundle against ``candidate`` once (recorded under its key), then, with ``repo``,
-    close or reopen its issue once (recorded under the same key); a failure is that bundle's alone."""
+    close or reopen its issue once (recorded under the same key); a failure is that bundle's alone.
+    ``log`` is told each outcome as it is known."""
     if tries < 1:
         raise InputError(f"--tries: expected at least 1, got {tries}")
     outcomes = []
@@ -172,7 +173,7 @@ def verify_store(bundles: list[Path], candidate: Candidate, tries: int, tier: st
                 record_issue_action(path, candidate.key, outcome.issue)
             except GdnfuzzError as exc:  # this bundle's issue only: the next bundle goes on
                 outcome.issue, outcome.issue_error = None, exc
-        log(describe(outcome))
+        log(outcome)
         outcomes.append(outcome)
     return outcomes
 

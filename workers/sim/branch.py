@@ -12,7 +12,7 @@ Invariants:
   module of the checkout is ever imported into the caller.
 - The child installs its finder before anything imports vLLM, and never writes bytecode into the
   checkout.
-- Every wait is bounded: loading the branch by ``LOAD_TIMEOUT_S``, a run by the tier's deadline plus
+- Every wait is bounded: loading the branch by ``fuzz.sandbox.scope.load_timeout``, a run by the tier's deadline plus
   the sandbox's grace (``fuzz.sandbox.executor.run_bound``).
 - A branch that needs something the installed vLLM lacks (a name it imports, a module it expects), or
   whose loading exits or passes its bound, fails at start with :class:`BranchError` (exit 2), one line
@@ -28,7 +28,7 @@ from fuzz.model.result import Fault, RunResult
 from fuzz.model.scenario import Scenario
 from fuzz.sandbox.channel import ChildFailed, JsonChild
 from fuzz.sandbox.executor import run_bound, unanswered
-from fuzz.sandbox.scope import LOAD_TIMEOUT_S
+from fuzz.sandbox.scope import load_timeout
 
 
 class BranchError(InputError):
@@ -38,9 +38,9 @@ class BranchError(InputError):
 class BranchRunner:
     """The caller's side: one warm child per checkout, started on first use and after it is gone."""
 
-    def __init__(self, checkout: str, start_timeout: float = LOAD_TIMEOUT_S):
+    def __init__(self, checkout: str, start_timeout: float | None = None):
         self.checkout = checkout
-        self.child = JsonChild("workers.sim.branch_child", [checkout], start_timeout)
+        self.child = JsonChild("workers.sim.branch_child", [checkout], start_timeout or load_timeout())
 
     def _start(self) -> None:
         try:
