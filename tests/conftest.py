@@ -1,4 +1,6 @@
-"""Shared fixtures: the sim executor (one per session: it caches vLLM configs) and corpus paths."""
+"""Shared fixtures: the sim executor (one per session: it caches vLLM configs) and corpus paths; every test
+leaves the environment as it found it (a command run in-process, e.g. ``replay --deadline 1``, sets
+``$GDNFUZZ_DEADLINE_S`` for its children, which must not reach the next test's runs)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "corpus"
+
+
+@pytest.fixture(autouse=True)
+def environment_restored():
+    saved = dict(os.environ)
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
 
 
 @pytest.fixture(scope="session")
