@@ -48,17 +48,21 @@ from fuzz.model.scenario import Scenario
 
 @dataclass(frozen=True)
 class Tier:
-    """One place scenarios run: its executor (``module:attr``), what it is, and whether ``gdnfuzz confirm``
-    decides there (a tier with real state and a canary)."""
+    """One place scenarios run: its executor (``module:attr``), what it is, whether ``gdnfuzz confirm``
+    decides there (a tier with real state and a canary), and the modules its first run imports (a fork
+    server imports them once, so a sandbox child forked from it starts with them)."""
 
     name: str
     executor: str
     description: str
     confirms: bool = False
+    preload: tuple[str, ...] = ()
 
 
 REGISTRY = {t.name: t for t in (
-    Tier("sim", "workers.sim.executor:SimExecutor", "vLLM's real Scheduler, the model runner mirrored exactly"),
+    Tier("sim", "workers.sim.executor:SimExecutor", "vLLM's real Scheduler, the model runner mirrored exactly",
+         preload=("workers.sim.executor", "vllm.engine.arg_utils", "vllm.v1.core.sched.scheduler",
+                  "vllm.v1.kv_cache_interface", "vllm.v1.structured_output")),
     Tier("engine", "workers.engine.executor:EngineExecutor", "the real vLLM engine on a tiny hybrid model",
          confirms=True),
     Tier("kernels", "workers.kernels.executor:KernelExecutor", "the GDN kernels on real tensors, on the sim's schedule"),

@@ -186,9 +186,9 @@ class JsonChild:
             self.proc = None
 
 
-# What the fork server imports once, so a forked child starts with it: the sandbox child and the
-# scheduler tier's executor module (vLLM's scheduler), by name from the tier registry.
-PRELOAD = ["fuzz.sandbox.child", REGISTRY[SCHEDULER_TIER].executor.partition(":")[0]]
+# What the fork server imports once, so a forked child starts with it: the sandbox child and what the
+# scheduler tier's first run imports (its executor and vLLM's scheduler), by name from the tier registry.
+PRELOAD = ["fuzz.sandbox.child", *REGISTRY[SCHEDULER_TIER].preload]
 
 
 def _forked_main(module: str, channel: socket.socket, args: list[str], env: dict[str, str], cwd: str) -> None:
