@@ -16,7 +16,10 @@ that ignores them keeps its own), and is killed after ``--timeout`` seconds:
   bug; the bundle's bisect record and temporary checkouts left behind.
 
 One row per (candidate, command): exit code (or the time it was killed at), seconds, what was written.
-A pass (exit 0) is what must never happen. Prints the table; asserts nothing.
+A faked pass is what must never happen: exit 0 from ``replay``, ``run`` or ``ci`` (the split skips the
+seed bug's stop, so each has a finding to report), or from ``bisect`` without a regression range recorded
+(a split mode bisect may rightly name the hostile commit: code at import is not part of the split it reads).
+Prints the table; asserts nothing.
 """
 
 from __future__ import annotations
@@ -105,11 +108,11 @@ def bisect(checkout: Path, work: Path, act: str, place: str, timeout: float) -> 
     left_before = set(Path(tempfile.gettempdir()).glob(f"gdnfuzz-rev-{bad[:12]}-*"))
     code, took, _ = gdnfuzz(checkout, ["bisect", str(bundle), "--checkout", str(repo), "--good", "HEAD~1",
                                        "--bad", "HEAD"], timeout)
-    recorded = "bisect" in json.loads((bundle / "verdict.json").read_text())
+    recorded = "regression_range" in json.loads((bundle / "verdict.json").read_text())
     left = set(Path(tempfile.gettempdir()).glob(f"gdnfuzz-rev-{bad[:12]}-*")) - left_before
     for path in left:
         shutil.rmtree(path, ignore_errors=True)
-    return code, took, f"{'bisect recorded' if recorded else 'nothing recorded'}, {len(left)} checkout(s) left"
+    return code, took, f"{'regression range recorded' if recorded else 'nothing recorded'}, {len(left)} checkout(s) left"
 
 
 COMMANDS: dict[str, Callable[[Path, Path, str, str, float], tuple[str, float, str]]] = {
@@ -133,9 +136,9 @@ def main() -> None:
             for command in args.commands.split(","):
                 with tempfile.TemporaryDirectory(prefix="hostile-") as work:
                     code, took, written = COMMANDS[command](checkout, Path(work), act, place, args.timeout)
-                passes += code == "0"
+                passes += code == "0" and not written.startswith("regression range recorded")
                 print(f"| {act} in {place} | {command} | {code} | {took:.0f} | {written} |", flush=True)
-    print(f"\npasses (exit 0): {passes}")
+    print(f"\nfaked passes: {passes}")
 
 
 if __name__ == "__main__":
