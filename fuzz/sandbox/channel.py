@@ -17,9 +17,8 @@ Invariants:
   parent's output), and its stdin is empty;
 - a child is either a fresh interpreter (``python -m MODULE``: nothing imported before the module
   decides, as whole-branch mode needs) or, with ``forked=True``, forked from this process's
-  multiprocessing fork server with :data:`PRELOAD` (and vLLM's scheduler) already imported: the same
-  program, started in well under a second instead of one vLLM import each; either way it leads a process
-  group of its own.
+  multiprocessing fork server that has :data:`PRELOAD` (vLLM's scheduler among it) imported already: the
+  same program, without one vLLM import per child; either way it leads a process group of its own.
 """
 
 from __future__ import annotations
@@ -75,8 +74,8 @@ def describe_exit(returncode: int) -> str:
 
 
 class JsonChild:
-    """One child interpreter running ``python -m MODULE FD ARGS...``, started on first use and after it
-    is gone; :meth:`call` sends one object and returns the answer."""
+    """One child running ``MODULE``'s ``main()`` with ``argv`` ``FD ARGS...`` (exec'd, or forked from the fork
+    server), started on first use and after it is gone; :meth:`call` sends one object and returns the answer."""
 
     def __init__(self, module: str, args: list[str], start_timeout: float, forked: bool = False):
         self.module, self.args, self.start_timeout, self.forked = module, args, start_timeout, forked
