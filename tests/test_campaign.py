@@ -186,6 +186,23 @@ def test_an_input_that_kills_the_harness_becomes_one_worker_crash_bundle(tmp_pat
     assert not store.s.queue  # the engine confirm does not apply to a harness crash
 
 
+def test_the_input_a_harness_died_on_without_a_word_becomes_one_artifact(tmp_path: Path) -> None:
+    from fuzz.model.deadline import STUCK_EXIT
+    from fuzz.search.in_flight import InFlight
+    from workers.campaign.fuzzer import keep_died_on
+
+    raw = tmp_path / "raw"
+    data = SEED.read_bytes()
+    InFlight(raw / "fuzzer-0").start(data)  # the harness died here: os._exit(0), or a run ignoring its deadline
+    InFlight(raw / "fuzzer-1")  # died between inputs
+    stuck = keep_died_on(raw, "fuzzer-0", STUCK_EXIT)
+    assert stuck is not None and stuck.name.startswith("fuzzer-0-timeout-") and stuck.read_bytes() == data
+    assert keep_died_on(raw, "fuzzer-0", 0) is None  # libFuzzer's (or an earlier) artifact of it is there
+    assert keep_died_on(raw, "fuzzer-1", 0) is None
+    stuck.unlink()
+    assert keep_died_on(raw, "fuzzer-0", 0).name.startswith("fuzzer-0-crash-")
+
+
 def test_a_verifier_that_dies_twice_on_a_bundle_leaves_it_inconclusive(tmp_path: Path) -> None:
     from fuzz.report.finding_report import store_finding
     from fuzz.search.artifacts import crash_finding

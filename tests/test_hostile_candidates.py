@@ -6,6 +6,7 @@ with their reports written."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from hostile_fixtures import EXITS, SWALLOWS, hostile_checkout, hostile_file
 from lifecycle_fixtures import real_bundle
 
 from fuzz.cli import main
+from fuzz.model.deadline import STUCK_EXIT
 from fuzz.model.policies import MisplacedCall, resolve_policy
 from fuzz.sandbox.scope import deciding
 
@@ -70,20 +72,37 @@ def test_ci_fails_and_writes_its_reports(tmp_path, capsys, where, code, case):
     assert case in (out / "summary.md").read_text() and (out / "gdnfuzz.sarif").is_file()
 
 
-@pytest.mark.slow
-def test_run_stores_the_input_a_worker_died_on_without_a_word(tmp_path):
+def fuzz_with(tmp_path: Path, act: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``gdnfuzz run`` for 5 inputs from the seed with a split doing ``act`` in its body."""
     corpus = tmp_path / "corpus"
     (corpus / "seeds").mkdir(parents=True)
     shutil.copy(seed_case(), corpus / "seeds")
-    out = subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", "run", "--candidate", hostile_file(tmp_path, EXITS, "body"), "--runs", "5",
+    return subprocess.run(
+        [sys.executable, "-m", "fuzz.cli", "run", "--candidate", hostile_file(tmp_path, act, "body"), "--runs", "5",
          "--max-time", "0", "--corpus", str(corpus), "--crashes", str(tmp_path / "crashes")],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 1, out.stderr[-2000:]
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+
+
+def stored_bundle(tmp_path: Path) -> Path:
     [bundle] = [d for d in (tmp_path / "crashes").iterdir() if (d / "verdict.json").exists()]
-    assert bundle.name.startswith("worker-crash-exit-code-0")
     assert json.loads((bundle / "scenario.json").read_text())["requests"]
+    return bundle
+
+
+@pytest.mark.slow
+def test_run_stores_the_input_a_worker_died_on_without_a_word(tmp_path):
+    out = fuzz_with(tmp_path, EXITS)
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert stored_bundle(tmp_path).name.startswith("worker-crash-exit-code-0")
     assert "worker 0 exited (exit code 0)" in (tmp_path / "crashes" / "harness-crashes.log").read_text()
+
+
+@pytest.mark.slow
+def test_run_stores_an_input_whose_split_swallows_the_deadline_as_a_hang(tmp_path):
+    out = fuzz_with(tmp_path, SWALLOWS, GDNFUZZ_DEADLINE_S="2")
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert stored_bundle(tmp_path).name.startswith("hang-")
+    assert f"worker 0 exited (exit code {STUCK_EXIT})" in (tmp_path / "crashes" / "harness-crashes.log").read_text()
 
 
 @pytest.mark.slow

@@ -17,7 +17,11 @@ Invariants kept here:
 - deadlines do not nest: inside an armed one, ``run_deadline`` arms nothing (the outer governs);
   off the main thread (signals reach only the main thread) it arms nothing and yields ``False``;
 - the length is ``--deadline`` (:func:`set_deadline`), else ``$GDNFUZZ_DEADLINE_S`` (so child
-  processes inherit it), else the tier's default.
+  processes inherit it), else the tier's default;
+- in a process that asked for it (:func:`exit_when_stuck`: a harness worker, watched from outside), a
+  run still inside its ``run_deadline`` block :data:`STUCK_GRACE_S` after the interrupt (the code under
+  test caught it, or will not unwind) ends the process with :data:`STUCK_EXIT` after one line on
+  stderr, so its parent stores the input as a ``hang``; elsewhere nothing ends the process.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ DEADLINE_ENV = "GDNFUZZ_DEADLINE_S"
 DEFAULT_DEADLINE_S = 120.0  # sim and kernel tiers; a sim run of the largest valid scenario takes seconds
 DEADLINE_SIGNAL = signal.SIGRTMIN + 3  # unused by libFuzzer, Python and vLLM
 TICK_S = 0.25  # the watchdog's longest sleep
+STUCK_GRACE_S = 10.0  # after the interrupt: how long a run may take to leave its block (exit_when_stuck)
+STUCK_EXIT = 86  # the exit code of a process ended by exit_when_stuck
+STUCK_LINE = "gdnfuzz-stuck"  # the line it prints before it ends
 
 
 class DeadlineExceeded(BaseException):
@@ -51,6 +58,8 @@ class _Armed:
     expired_generation = -1
     handler_installed = False
     due = math.inf  # monotonic time the armed generation expires at
+    inside = False  # the armed generation's block has not been left yet (set even after the interrupt)
+    exit_when_stuck = False
     wake = threading.Condition()
     watchdog_pid = 0  # the process whose watchdog is running (a forked child starts its own)
 
@@ -58,16 +67,34 @@ class _Armed:
 def _watch(main: int) -> None:
     """The watchdog thread (one per process, started on the first arming): sleeps until the armed
     deadline, a tick, or a wake-up, and signals the main thread when a generation's deadline passes."""
+    stuck_at = math.inf  # when the interrupted generation is stuck, if it is still inside its block then
     with _Armed.wake:
         while True:
             generation, due = _Armed.generation, _Armed.due
-            left = due - time.monotonic()
+            now = time.monotonic()
+            left = due - now
             if _Armed.active and left <= 0:
                 _Armed.expired_generation = generation
                 _Armed.due = math.inf
+                stuck_at = now + STUCK_GRACE_S
                 signal.pthread_kill(main, DEADLINE_SIGNAL)
                 continue
+            if _Armed.exit_when_stuck and _Armed.inside and _Armed.expired_generation == generation \
+                    and now >= stuck_at:
+                _end_stuck()
             _Armed.wake.wait(min(left, TICK_S))
+
+
+def _end_stuck() -> None:
+    os.write(2, f"\n{STUCK_LINE} the run did not stop {STUCK_GRACE_S:g} s after its deadline's interrupt "
+                f"(the code under test caught it); ending this process\n".encode())
+    os._exit(STUCK_EXIT)
+
+
+def exit_when_stuck() -> None:
+    """From now on, end this process (:data:`STUCK_EXIT`) when a run ignores its deadline (module docstring).
+    Only for a process whose parent stores what it was running: nothing else of it is written."""
+    _Armed.exit_when_stuck = True
 
 
 def set_deadline(seconds: float) -> None:
@@ -124,6 +151,7 @@ def run_deadline(seconds: float | None = None) -> Iterator[bool]:
         _Armed.generation += 1
         _Armed.due = time.monotonic() + length
         _Armed.active = True
+        _Armed.inside = True
         if length < TICK_S:
             _Armed.wake.notify()
     try:
@@ -131,4 +159,5 @@ def run_deadline(seconds: float | None = None) -> Iterator[bool]:
     finally:
         with _Armed.wake:
             _Armed.active = False
+            _Armed.inside = False
             _Armed.due = math.inf

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from fuzz.model.deadline import STUCK_EXIT
 from fuzz.model.result import RunResult
 from fuzz.oracle.divergence import Divergence
 from fuzz.oracle.finding import Finding
@@ -26,6 +27,12 @@ def error_in(log_tail: str) -> str | None:
     ``INFO:`` lines name none)."""
     return next((m.group(1).rsplit(".", 1)[-1] for ln in reversed(log_tail.splitlines())
                  if (m := EXCEPTION_LINE.match(ln.strip()))), None)
+
+
+def death_kind(returncode: int) -> str:
+    """The kind of finding for the input a worker died on: ``hang`` when the worker ended itself because the
+    run ignored its deadline (``fuzz.model.deadline.exit_when_stuck``), ``worker-crash`` otherwise."""
+    return "hang" if returncode == STUCK_EXIT else "worker-crash"
 
 
 def crash_finding(kind: str, data: bytes, log_tail: str, candidate: str, reference: str,

@@ -30,6 +30,7 @@ import sys
 from collections import Counter
 
 from fuzz.errors import ConfigRejected
+from fuzz.model.deadline import exit_when_stuck
 from fuzz.model.policies import resolve_policy
 from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
@@ -136,6 +137,7 @@ def main(argv: list[str]) -> None:
     import atheris
 
     settings = RunSettings.from_env()
+    exit_when_stuck()  # an input whose run ignores its deadline ends this worker; the parent stores it as a hang
     if settings.target == "kernels":
         with atheris.instrument_imports(include=["workers.kernels"]):
             kernel_conformance_one_input = load(KERNEL_CONFORMANCE_TARGET)

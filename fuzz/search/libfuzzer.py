@@ -36,6 +36,13 @@ def harness_command(args: list[str]) -> list[str]:
     return [sys.executable, "-m", HARNESS_MODULE, *args]
 
 
+def ended_normally(returncode: int, log: list[str]) -> bool:
+    """libFuzzer's own end (its time or run count reached): exit 0 after its ``Done N runs`` line. Any
+    other end before the supervisor stopped it is a death, whatever the exit code (a split calling
+    ``os._exit(0)`` exits 0 without that line)."""
+    return returncode == 0 and any(line.startswith(DONE_PREFIX) for line in log[-20:])
+
+
 def final_stats(line: str, into: dict[str, int]) -> None:
     """libFuzzer's ``-print_final_stats`` lines (``stat::number_of_executed_units: N``) into ``into``."""
     m = FINAL_STAT.match(line)

@@ -39,9 +39,9 @@ from fuzz.errors import ExitCode
 from fuzz.oracle.verdict import slug
 from fuzz.report.finding_report import store_finding
 from fuzz.sandbox.channel import describe_exit
-from fuzz.search.artifacts import crash_finding
+from fuzz.search.artifacts import crash_finding, death_kind
 from fuzz.search.in_flight import died_on
-from fuzz.search.libfuzzer import DEFAULT_FLAGS, DONE_PREFIX, SAVED_LINE, Progress, harness_command
+from fuzz.search.libfuzzer import DEFAULT_FLAGS, SAVED_LINE, Progress, ended_normally, harness_command
 from fuzz.search.settings import RunSettings
 from fuzz.store.bundle import store_as_found, sync_counts
 
@@ -154,22 +154,16 @@ class WorkerDirs:
         self.held.clear()
 
 
-def ended_normally(returncode: int, log: list[str]) -> bool:
-    """libFuzzer's own end (its time or run count reached): exit 0 after its ``Done N runs`` line. Any
-    other end before the supervisor stopped it is a death, whatever the exit code (a split calling
-    ``os._exit(0)`` exits 0 without that line)."""
-    return returncode == 0 and any(line.startswith(DONE_PREFIX) for line in log[-20:])
-
-
 def store_death(worker_dir: Path, returncode: int, log: list[str], settings: RunSettings,
                 progress: Progress) -> str | None:
-    """Store the input a dead worker was running as a finding (``fuzz.search.artifacts``); its bundle
-    line goes into ``progress``. None when it died between inputs."""
+    """Store the input a dead worker was running as a finding (``fuzz.search.artifacts``: a ``hang`` when it
+    ended itself on a run that ignored its deadline); its bundle line goes into ``progress``. None when it
+    died between inputs."""
     data = died_on(worker_dir)
     if data is None:
         return None
     ended = slug(describe_exit(returncode).removeprefix("was ").removeprefix("exited "))
-    finding = crash_finding("worker-crash", data, "".join(log[-40:]), settings.candidate, settings.reference,
+    finding = crash_finding(death_kind(returncode), data, "".join(log[-40:]), settings.candidate, settings.reference,
                             ended=ended)
     bundle = store_finding(finding, settings.crashes, settings.regressions)
     progress.feed(-1, f"{SAVED_LINE} {finding.signature} {bundle}")

@@ -9,6 +9,7 @@ waits until the stores take writes again, removes what a cut-short write left in
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import signal
 import subprocess
@@ -18,7 +19,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from fuzz.search.libfuzzer import DEFAULT_FLAGS, FINDING_LINE, Progress, final_stats, harness_command
+from fuzz.model.deadline import STUCK_EXIT
+from fuzz.search.in_flight import died_on
+from fuzz.search.libfuzzer import DEFAULT_FLAGS, FINDING_LINE, Progress, ended_normally, final_stats, harness_command
+from fuzz.store.atomic import atomic_write
 from fuzz.store.corpus_merge import remove_torn_inputs
 from fuzz.store.writable import first_fault
 from workers.campaign.config import CampaignConfig
@@ -51,6 +55,19 @@ def written_dirs(config: CampaignConfig, name: str) -> list[Path]:
     return [config.queue / name, config.raw / name, config.raw]
 
 
+def keep_died_on(raw: Path, name: str, code: int) -> Path | None:
+    """The input fuzzer ``name``'s harness died on (a split calling ``os._exit``, a run ignoring its deadline,
+    a signal) kept as a libFuzzer-style artifact in ``raw``, which the crash store reports as any other;
+    None when it died between inputs or libFuzzer already wrote an artifact of that input."""
+    data = died_on(raw / name)
+    if data is None:
+        return None
+    digest = hashlib.sha1(data).hexdigest()
+    if any(raw.glob(f"{name}-*-{digest}")):
+        return None
+    return atomic_write(raw / f"{name}-{'timeout' if code == STUCK_EXIT else 'crash'}-{digest}", data)
+
+
 def start_harness(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(harness_command(args), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_die_with_parent)
@@ -60,7 +77,8 @@ class FuzzerActor:
     """One ``python -m fuzz.search.harness`` subprocess at a time, restarted until the deadline.
 
     Invariant: every input that killed or hung the harness (libFuzzer's
-    artifact) is handed to the crash store before the harness is restarted,
+    artifact, or the input in flight when it died some other way: ``os._exit(0)``
+    included) is handed to the crash store before the harness is restarted,
     including those left by a previous incarnation of this actor (an artifact
     whose report did not get through stays where it is and is reported again).
     """
@@ -94,9 +112,12 @@ class FuzzerActor:
                 break
             code, log = self._run_once()
             paused = self.storage is not None
-            self._report_artifacts(log)
-            if code == 0 or self._stop.is_set():
+            if ended_normally(code, log) or self._stop.is_set():
+                self._report_artifacts(log)
                 break
+            if not paused:
+                self._keep_died_on(code)
+            self._report_artifacts(log)
             if paused:
                 self.pauses += 1
             else:
@@ -155,6 +176,12 @@ class FuzzerActor:
             log.append(line)
             del log[:-200]
         return proc.wait(), log
+
+    def _keep_died_on(self, code: int) -> None:
+        try:
+            keep_died_on(self.config.raw, self.name, code)
+        except OSError as exc:
+            self.storage = refusal(exc.filename or self.config.raw, exc)
 
     def _report_artifacts(self, log: list[str]) -> None:
         import ray
