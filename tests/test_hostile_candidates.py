@@ -101,7 +101,7 @@ def test_run_stores_the_input_a_worker_died_on_without_a_word(tmp_path):
 def test_run_stores_an_input_whose_split_swallows_the_deadline_as_a_hang(tmp_path):
     out = fuzz_with(tmp_path, SWALLOWS, GDNFUZZ_DEADLINE_S="2")
     assert out.returncode == 1, out.stderr[-2000:]
-    assert stored_bundle(tmp_path).name.startswith("hang-")
+    assert stored_bundle(tmp_path).name.startswith("hang-ignored-its-deadline-")
     assert f"worker 0 exited (exit code {STUCK_EXIT})" in (tmp_path / "crashes" / "harness-crashes.log").read_text()
 
 

@@ -16,7 +16,8 @@ from fuzz.model.result import RunResult
 from fuzz.oracle.divergence import Divergence
 from fuzz.oracle.finding import Finding
 from fuzz.oracle.signature import artifact_signature
-from fuzz.oracle.verdict import Verdict, class_of_signature
+from fuzz.oracle.verdict import Verdict, class_of_signature, slug
+from fuzz.sandbox.channel import describe_exit
 from fuzz.search.mutate import decode
 
 EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt))(?::|$)")
@@ -29,10 +30,13 @@ def error_in(log_tail: str) -> str | None:
                  if (m := EXCEPTION_LINE.match(ln.strip()))), None)
 
 
-def death_kind(returncode: int) -> str:
-    """The kind of finding for the input a worker died on: ``hang`` when the worker ended itself because the
-    run ignored its deadline (``fuzz.model.deadline.exit_when_stuck``), ``worker-crash`` otherwise."""
-    return "hang" if returncode == STUCK_EXIT else "worker-crash"
+def death(returncode: int) -> tuple[str, str]:
+    """The kind of finding for the input a worker died on and how the worker ended, as a signature word:
+    ``hang`` / ``ignored-its-deadline`` when it ended itself because the run ignored its deadline
+    (``fuzz.model.deadline.exit_when_stuck``), ``worker-crash`` / its exit otherwise (``exit-code-0``)."""
+    if returncode == STUCK_EXIT:
+        return "hang", "ignored-its-deadline"
+    return "worker-crash", slug(describe_exit(returncode).removeprefix("was ").removeprefix("exited "))
 
 
 def crash_finding(kind: str, data: bytes, log_tail: str, candidate: str, reference: str,

@@ -36,10 +36,9 @@ from pathlib import Path
 from typing import IO
 
 from fuzz.errors import ExitCode
-from fuzz.oracle.verdict import slug
 from fuzz.report.finding_report import store_finding
 from fuzz.sandbox.channel import describe_exit
-from fuzz.search.artifacts import crash_finding, death_kind
+from fuzz.search.artifacts import crash_finding, death
 from fuzz.search.in_flight import died_on
 from fuzz.search.libfuzzer import DEFAULT_FLAGS, SAVED_LINE, Progress, ended_normally, harness_command
 from fuzz.search.settings import RunSettings
@@ -162,8 +161,8 @@ def store_death(worker_dir: Path, returncode: int, log: list[str], settings: Run
     data = died_on(worker_dir)
     if data is None:
         return None
-    ended = slug(describe_exit(returncode).removeprefix("was ").removeprefix("exited "))
-    finding = crash_finding(death_kind(returncode), data, "".join(log[-40:]), settings.candidate, settings.reference,
+    kind, ended = death(returncode)
+    finding = crash_finding(kind, data, "".join(log[-40:]), settings.candidate, settings.reference,
                             ended=ended)
     bundle = store_finding(finding, settings.crashes, settings.regressions)
     progress.feed(-1, f"{SAVED_LINE} {finding.signature} {bundle}")
