@@ -15,11 +15,16 @@ worker is ready (libFuzzer's INITED line / the first scenario run), so
 
     .venv/bin/python bench/time_to_find.py --seeds 1 2 3 4 5 --budget 300 --candidate pre-51113
     .venv/bin/python bench/time_to_find.py --harder --seeds 1 --budget 60   # the mutant table
+    .venv/bin/python bench/time_to_find.py --deep --profile chat --budget 90   # deep-state mutants
+
+``--profile`` weights both sides toward a workload shape (``fuzz.search.profiles``): the guided side's
+mutations and step bound, the random side's generator.
 
 ``--harder`` runs the target set of ``HARDER``: split mutants under ``bench/mutants/`` that reach
 branches the seed bug does not (EAGLE block drop, early aligned ends, external tokens, internal
 checkpoints, shared-prefix junctions, a deep state: a request resumed after preemption), two of them
-efficiency-only, and prints one table.
+efficiency-only, and prints one table. ``--deep`` runs ``DEEP``: one-line mutants of vLLM's split
+that only a request resumed after decoding reaches (``bench/mutants/one_line.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ sys.path.insert(0, str(ROOT))  # the random worker runs this file: it must impor
 
 from fuzz.oracle.verdict import FailOn, fail_on_choices, reference_is_wrong  # noqa: E402
 from fuzz.search.libfuzzer import DEFAULT_FLAGS, DETECTED_LINE, harness_command  # noqa: E402
+from fuzz.search.profiles import DEFAULT_PROFILE, PROFILES  # noqa: E402
 from fuzz.search.settings import RunSettings  # noqa: E402
 
 READY, FOUND = "gdnfuzz-bench-ready", DETECTED_LINE
@@ -50,9 +56,14 @@ HARDER = (  # (candidate, the finding class that counts)
     ("bench/mutants/drop_junction_stop.py:split", "any"),
     ("bench/mutants/misalign_after_preemption.py:split", "correctness"),
 )
+DEEP = (  # the resumed re-prefill of prompt plus outputs split as prompt-only; last_cache_position from the prompt
+    ("bench/mutants/one_line.py:replay_as_prompt", "correctness"),
+    ("bench/mutants/one_line.py:lcp_from_prompt", "any"),
+)
 
 
-def random_worker(seed: int, candidate: str, reference: str, budget: float, fail_on_name: str) -> None:
+def random_worker(seed: int, candidate: str, reference: str, budget: float, fail_on_name: str,
+                  profile_name: str) -> None:
     from fuzz.errors import ConfigRejected
     from fuzz.model.policies import resolve_policy
     from fuzz.oracle.differential import replay
@@ -60,6 +71,7 @@ def random_worker(seed: int, candidate: str, reference: str, budget: float, fail
     from fuzz.search.generate import random_scenario
 
     fail_on = FailOn(fail_on_name)
+    profile = PROFILES[profile_name]
 
     cand, ref = resolve_policy(candidate), resolve_policy(reference)
     rng = random.Random(seed)
@@ -67,7 +79,7 @@ def random_worker(seed: int, candidate: str, reference: str, budget: float, fail
     print(READY, file=sys.stderr, flush=True)
     start, execs = time.monotonic(), 0
     while time.monotonic() - start < budget:
-        scenario = random_scenario(rng)
+        scenario = random_scenario(rng, profile)
         execs += 1
         try:
             replayed = replay(scenario, cand, ref)
@@ -106,14 +118,17 @@ def main() -> None:
     ap.add_argument("--reference", default="vllm")
     ap.add_argument("--fail-on", default="correctness", choices=fail_on_choices())
     ap.add_argument("--harder", action="store_true", help="run the HARDER target set instead of --candidate")
+    ap.add_argument("--deep", action="store_true", help="run the DEEP target set instead of --candidate")
+    ap.add_argument("--profile", default=DEFAULT_PROFILE, choices=sorted(PROFILES))
     ap.add_argument("--random-worker", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.random_worker is not None:
-        random_worker(args.random_worker, args.candidate, args.reference, args.budget, args.fail_on)
+        random_worker(args.random_worker, args.candidate, args.reference, args.budget, args.fail_on, args.profile)
         return
-    targets = HARDER if args.harder else ((args.candidate, args.fail_on),)
+    targets = HARDER if args.harder else DEEP if args.deep else ((args.candidate, args.fail_on),)
     table = [compare(candidate, fail_on, args) for candidate, fail_on in targets]
-    print(f"\nbudget {args.budget:.0f}s per side, seeds {args.seeds}, reference {args.reference}; "
+    print(f"\nbudget {args.budget:.0f}s per side, seeds {args.seeds}, reference {args.reference}, "
+          f"profile {args.profile}; "
           "time not found counted as the budget")
     print("| target | fail on | guided found | guided median | random found | random median | random/guided |")
     print("|---|---|---|---|---|---|---|")
@@ -127,13 +142,15 @@ def compare(candidate: str, fail_on: str, args: argparse.Namespace) -> list[str]
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
             env = RunSettings(candidate=candidate, reference=args.reference, fail_on=FailOn(fail_on),
+                              profile=args.profile, max_steps=PROFILES[args.profile].max_steps,
                               crashes=Path(tmp) / "crashes", minimize_seconds=0.0, write_regressions=False).child_env()
             os.makedirs(f"{tmp}/queue")
             guided = measure(harness_command([*DEFAULT_FLAGS, f"-seed={seed}",
                                               f"-max_total_time={int(args.budget) + 60}", f"{tmp}/queue"]),
                              env, args.budget, "INITED")
             plain = measure([sys.executable, __file__, "--random-worker", str(seed), "--budget", str(args.budget),
-                             "--candidate", candidate, "--reference", args.reference, "--fail-on", fail_on],
+                             "--candidate", candidate, "--reference", args.reference, "--fail-on", fail_on,
+                             "--profile", args.profile],
                             env, args.budget, READY)
         rows.append((guided, plain))
         print(f"{candidate} seed {seed}: guided {_fmt(guided[0])} ({guided[1]})  random {_fmt(plain[0])} "
@@ -141,7 +158,7 @@ def compare(candidate: str, fail_on: str, args: argparse.Namespace) -> list[str]
     g = [r[0][0] if r[0][0] is not None else args.budget for r in rows]
     p = [r[1][0] if r[1][0] is not None else args.budget for r in rows]
     found = (sum(r[0][0] is not None for r in rows), sum(r[1][0] is not None for r in rows))
-    name = Path(candidate.split(":")[0]).stem
+    name = candidate.split(":")[-1] if candidate.startswith("bench/mutants/one_line.py") else Path(candidate.split(":")[0]).stem
     return [name, fail_on, f"{found[0]}/{len(rows)}", f"{statistics.median(g):.1f}s", f"{found[1]}/{len(rows)}",
             f"{statistics.median(p):.1f}s", f"{statistics.median(p) / max(statistics.median(g), 1e-3):.2f}"]
 

@@ -16,11 +16,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from fuzz.cli.options import add_fail_on_arg, add_policy_args, add_store_args, positive_int
+from fuzz.cli.options import (
+    add_fail_on_arg,
+    add_policy_args,
+    add_search_args,
+    add_store_args,
+    max_steps_of,
+)
 from fuzz.errors import InputError
 from fuzz.model.policies import PolicyError, resolve_policy
 from fuzz.oracle.verdict import FailOn, exit_code_for
-from fuzz.search.mutate import MAX_STEPS
 from fuzz.search.settings import DEFAULT_MINIMIZE_SECONDS, RunSettings
 from fuzz.store.stats import default_stats_path
 
@@ -36,7 +41,7 @@ def config_from_args(args: argparse.Namespace, earlier_runs: int = 0) -> Any:
 
     run = RunSettings(candidate=args.candidate, reference=args.reference, fail_on=args.fail_on,
                       max_time=args.max_time, seed=args.seed + RESUME_SEED_STEP * earlier_runs,
-                      max_steps=args.max_steps,
+                      max_steps=max_steps_of(args), profile=args.profile,
                       minimize_seconds=args.minimize_time, libfuzzer=tuple(args.libfuzzer),
                       corpus=Path(args.corpus).resolve(), crashes=Path(args.crashes).resolve())
     return CampaignConfig(
@@ -168,8 +173,7 @@ def add_parser(sub: Any) -> None:
                         "version; with --file-issues, close fixed issues and reopen returning ones)")
     p.add_argument("--minimize-time", type=float, default=DEFAULT_MINIMIZE_SECONDS,
                    help=f"seconds to minimize each new signature (default {DEFAULT_MINIMIZE_SECONDS:g})")
-    p.add_argument("--max-steps", type=positive_int, default=MAX_STEPS,
-                   help=f"drop mutations that take more scheduler steps (as `gdnfuzz run`; default {MAX_STEPS})")
+    add_search_args(p)
     p.add_argument("--merge-every", type=float, default=600.0, help="seconds between corpus merges (0: never)")
     p.add_argument("--hang-timeout", type=int, default=60, help="seconds one input may run before it is a hang")
     p.add_argument("--drain-time", type=float, default=5.0,

@@ -1,4 +1,4 @@
-"""``gdnfuzz gen --seed N --count K --out DIR``: K random valid scenarios (null runs, benchmarks)."""
+"""``gdnfuzz gen --seed N --count K --out DIR [--profile P]``: K random valid scenarios (null runs, benchmarks)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import random
 from pathlib import Path
 from typing import Any
 
+from fuzz.cli.options import add_profile_arg
 from fuzz.errors import ExitCode
 from fuzz.model.scenario import pretty_json
 from fuzz.search.generate import random_scenario
+from fuzz.search.profiles import PROFILES
 from fuzz.store.atomic import atomic_write
 
 
@@ -17,9 +19,10 @@ def cmd_gen(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
+    profile = PROFILES[args.profile]
     width = len(str(args.count - 1))
     for i in range(args.count):
-        atomic_write(out / f"gen-{args.seed}-{i:0{width}d}.json", pretty_json(random_scenario(rng)))
+        atomic_write(out / f"gen-{args.seed}-{i:0{width}d}.json", pretty_json(random_scenario(rng, profile)))
     print(f"wrote {args.count} scenarios to {out}")
     return ExitCode.CLEAN
 
@@ -29,4 +32,5 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="the generator's seed (default 0)")
     p.add_argument("--count", type=int, default=100, help="how many scenarios (default 100)")
     p.add_argument("--out", required=True, help="the directory to write them to")
+    add_profile_arg(p)
     p.set_defaults(func=cmd_gen)

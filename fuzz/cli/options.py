@@ -8,6 +8,7 @@ import os
 from fuzz.model.deadline import DEADLINE_ENV, DEFAULT_DEADLINE_S, check_deadline, set_deadline
 from fuzz.model.policies import Policy, resolve_policy
 from fuzz.oracle.verdict import FailOn, default_fail_on, fail_on_choices, finding_classes
+from fuzz.search.profiles import DEFAULT_PROFILE, PROFILES
 
 
 def add_policy_args(p: argparse.ArgumentParser) -> None:
@@ -27,6 +28,26 @@ def add_fail_on_arg(p: argparse.ArgumentParser) -> None:
     classes = "; ".join(f"{c.name} ({c.description})" for c in finding_classes())
     p.add_argument("--fail-on", type=FailOn, choices=fail_on_choices(), default=default_fail_on(),
                    help=f"which findings fail the command: {classes}; or any (default {default_fail_on()})")
+
+
+def add_profile_arg(p: argparse.ArgumentParser) -> None:
+    shapes = "; ".join(f"{name} ({profile.doc})" for name, profile in PROFILES.items())
+    p.add_argument("--profile", choices=sorted(PROFILES), default=DEFAULT_PROFILE,
+                   help=f"the workload shape generation is weighted toward: {shapes} (default {DEFAULT_PROFILE})")
+
+
+def add_search_args(p: argparse.ArgumentParser) -> None:
+    """``--profile`` and ``--max-steps``, as ``run`` and the campaign take them."""
+    add_profile_arg(p)
+    p.add_argument("--max-steps", type=positive_int, default=None,
+                   help="drop mutations whose requests, run one after another, take more scheduler steps "
+                        "(the structural -max_len; default: the profile's, "
+                        + ", ".join(f"{n} {pr.max_steps}" for n, pr in PROFILES.items()) + ")")
+
+
+def max_steps_of(args: argparse.Namespace) -> int:
+    """``--max-steps``, else the profile's bound."""
+    return args.max_steps or PROFILES[args.profile].max_steps
 
 
 def add_deadline_arg(p: argparse.ArgumentParser) -> None:

@@ -14,9 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.cli.merge import add_merge_args, run_merge
-from fuzz.cli.options import add_fail_on_arg, add_policy_args, add_store_args, policies_of, positive_int
+from fuzz.cli.options import (
+    add_fail_on_arg,
+    add_policy_args,
+    add_search_args,
+    add_store_args,
+    max_steps_of,
+    policies_of,
+)
 from fuzz.search.libfuzzer import Progress
-from fuzz.search.mutate import MAX_STEPS
 from fuzz.search.rerun import merge_request
 from fuzz.search.settings import DEFAULT_MINIMIZE_SECONDS, TARGETS, RunSettings
 from fuzz.search.supervisor import run_workers
@@ -26,7 +32,8 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
     """The run's settings, from its command line."""
     return RunSettings(candidate=args.candidate, reference=args.reference, fail_on=args.fail_on, target=args.target,
                        max_time=args.max_time, runs=args.runs, seed=args.seed, jobs=args.jobs,
-                       max_steps=args.max_steps, minimize_seconds=args.minimize_time,
+                       max_steps=max_steps_of(args), profile=args.profile,
+                       minimize_seconds=args.minimize_time,
                        libfuzzer=tuple(args.libfuzzer), corpus=Path(args.corpus), crashes=Path(args.crashes),
                        write_regressions=not args.no_regressions)
 
@@ -68,9 +75,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes")
     p.add_argument("--minimize-time", type=float, default=DEFAULT_MINIMIZE_SECONDS,
                    help=f"seconds to minimize each new signature (default {DEFAULT_MINIMIZE_SECONDS:g})")
-    p.add_argument("--max-steps", type=positive_int, default=MAX_STEPS,
-                   help="drop mutations whose requests, run one after another, take more scheduler steps "
-                        f"(the structural -max_len; default {MAX_STEPS})")
+    add_search_args(p)
     p.add_argument("--no-regressions", action="store_true", help="do not add findings to corpus/regressions")
     add_merge_args(p)
     p.add_argument("libfuzzer", nargs="*",

@@ -9,6 +9,10 @@ multiples of B, several requests sharing one prefix and arriving close together 
 prefills), followers arriving after the producer finished (cache hits on its slots), and requests
 whose prefix a KV connector holds (often ending mid-block).
 
+A workload profile (``fuzz.search.profiles``) weights the request mix: output lengths, follow-ups,
+aborts, arrivals and KV pressure; the default profile draws exactly what the generator drew before
+profiles existed (the same seed, the same scenario).
+
 Invariant: the result always passes ``Scenario.from_dict`` validation, and the KV pool (when limited)
 always holds the largest request, so a stall is never an artefact of generation.
 """
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fuzz.model.draws import Choices, near_multiple
+from fuzz.model.draws import Choices, near_multiple, tight_kv_blocks
 from fuzz.model.knobs import EngineKnobs, Facts, draw_knobs
 from fuzz.model.scenario import (
     MAX_CONTEXT,
@@ -27,26 +31,29 @@ from fuzz.model.scenario import (
     prompt_lengths,
     required_kv_blocks,
 )
+from fuzz.search.profiles import DEFAULT_PROFILE, PROFILES, Profile
 
 
-def random_requests(c: Choices, engine: EngineKnobs, segments: dict[str, int]) -> tuple[Request, ...]:
+def random_requests(c: Choices, engine: EngineKnobs, segments: dict[str, int],
+                    profile: Profile = PROFILES[DEFAULT_PROFILE]) -> tuple[Request, ...]:
     requests: list[Request] = []
     names = list(segments)
-    for i in range(c.randint(1, 5)):
+    for i in range(c.randint(1, profile.most_requests)):
         rid = f"r{i}"
         parts: list[str | int] = []
         continues = None
-        if requests and c.random() < 0.15:
+        if requests and c.random() < profile.continue_rate:
             continues = c.choice(requests).id
         elif c.random() < 0.85:
             parts.append(c.choice(names))
             if c.random() < 0.4 and len(names) > 1:
                 parts.append(c.choice(names))
         if not parts or c.random() < 0.6:
-            parts.append(c.choice((c.randint(1, 64), near_multiple(c, engine.mamba_block_size, 1))))
-        arrival = c.choice((0, 0, c.randint(0, 3), c.randint(2, 12)))
-        max_tokens = c.randint(1, 8)
-        abort = arrival + c.randint(0, 6) if c.random() < 0.08 else None
+            parts.append(c.choice((c.randint(1, 64), near_multiple(c, engine.mamba_block_size, profile.prompt_blocks))))
+        arrival = 0 if profile.together else c.choice((0, 0, c.randint(0, 3), c.randint(2, 12)))
+        max_tokens = profile.output_tokens(c)
+        abort = arrival + c.randint(0, 6 if not profile.deep else max_tokens + 8) \
+            if c.random() < profile.abort_rate else None
         accept = tuple(c.randint(0, engine.num_spec_tokens) for _ in range(c.randint(1, 3))) \
             if engine.num_spec_tokens and c.random() < 0.7 else ()
         requests.append(Request(rid, tuple(parts), arrival, max_tokens, abort, continues, accept))
@@ -77,18 +84,52 @@ def _redraw(c: Choices, phase: str, scenario: Scenario) -> Scenario:
     return replace(scenario, engine=EngineKnobs(**draw_knobs(c, phase, vars(scenario.engine), facts(scenario))))
 
 
-def random_scenario(c: Choices) -> Scenario:
+def random_scenario(c: Choices, profile: Profile = PROFILES[DEFAULT_PROFILE]) -> Scenario:
     engine = EngineKnobs(**draw_knobs(c, "engine", {}))
     segments = {f"s{j}": near_multiple(c, engine.mamba_block_size) for j in range(c.randint(1, 3))}
-    requests = random_requests(c, engine, segments)
+    requests = random_requests(c, engine, segments, profile)
     scenario = within_context(Scenario(engine=engine, segments=segments, requests=requests,
                                        seed=c.randint(0, 1 << 30)))
     scenario = _redraw(c, "family", scenario)
     if c.random() < 0.2:
         scenario = with_connector(c, scenario)
     scenario = _redraw(c, "pool", scenario)
+    if profile.pressure_rate and c.random() < profile.pressure_rate:
+        scenario = under_decode_pressure(c, scenario)
+    if profile.deep:
+        scenario = within_steps(scenario, profile.max_steps)
     # round-trip through validation: generation can never produce what the parser rejects
     return Scenario.from_dict(scenario.to_dict())
+
+
+def serial_steps(scenario: Scenario) -> int:
+    """The scheduler steps the scenario takes with its requests run one after another: the last
+    arrival, then each prompt in chunks of the smallest step budget (or the long-prefill threshold)
+    and one step per output token. Concurrent requests share steps, so a run takes about this many
+    or fewer (preemption can add some); it is what a mutation's cost is bounded by."""
+    e = scenario.engine
+    chunk = min((e.max_num_batched_tokens, *e.step_budgets))
+    if e.long_prefill_token_threshold > 0:
+        chunk = min(chunk, e.long_prefill_token_threshold)
+    lengths = prompt_lengths(scenario)
+    return max(r.arrival_step for r in scenario.requests) + sum(
+        -(-lengths[r.id] // max(chunk, 1)) + r.max_tokens for r in scenario.requests)
+
+
+def within_steps(scenario: Scenario, max_steps: int) -> Scenario:
+    """``scenario`` with its longest outputs halved until its ``serial_steps`` fit ``max_steps`` (the bound a
+    profile's mutations keep, so a generated scenario costs no more than a mutated one)."""
+    while serial_steps(scenario) > max_steps and any(r.max_tokens > 1 for r in scenario.requests):
+        longest = max(scenario.requests, key=lambda r: r.max_tokens)
+        scenario = replace(scenario, requests=tuple(replace(r, max_tokens=r.max_tokens // 2) if r is longest else r
+                                                    for r in scenario.requests))
+    return scenario
+
+
+def under_decode_pressure(c: Choices, scenario: Scenario) -> Scenario:
+    """A pool that holds the largest request alone with little to spare, so requests that decode side by
+    side run it out and are preempted after decoding (and again, when several do)."""
+    return scenario.with_engine(num_kv_blocks=tight_kv_blocks(required_kv_blocks(scenario), c.random() * 0.25))
 
 
 def within_context(scenario: Scenario) -> Scenario:

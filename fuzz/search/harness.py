@@ -17,7 +17,7 @@ the campaign's crash store to pick up.
 Settings come from the parent (``gdnfuzz run``, ``gdnfuzz ci``, the campaign, a merge) as one
 ``fuzz.search.settings.RunSettings`` in the environment: the policies, which finding classes are
 saved (``fail_on``), this worker's raw bundle directory (``crashes``), the committed corpus dirs (from
-``corpus``), the target and the bound on a mutation's cost (``max_steps``,
+``corpus``), the target, the workload profile mutations lean toward, and the bound on a mutation's cost (``max_steps``,
 ``fuzz.search.mutate.serial_steps``).
 """
 
@@ -40,6 +40,7 @@ from fuzz.search.coverage import instrument
 from fuzz.search.in_flight import InFlight
 from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE
 from fuzz.search.mutate import crossover, decode, mutate
+from fuzz.search.profiles import profile_named
 from fuzz.search.settings import RunSettings
 from fuzz.tiers import KERNEL_CONFORMANCE_TARGET, executor_for, load
 
@@ -148,7 +149,8 @@ def main(argv: list[str]) -> None:
     target = FuzzTarget(settings)
     settle_heap()
     atheris.Setup(argv, probes.counted(target.test_one_input),
-                  custom_mutator=functools.partial(mutate, max_steps=settings.max_steps),
+                  custom_mutator=functools.partial(mutate, max_steps=settings.max_steps,
+                                                   profile=profile_named(settings.profile)),
                   custom_crossover=functools.partial(crossover, max_steps=settings.max_steps))
     atheris.Fuzz()
 

@@ -8,6 +8,11 @@ mutations still explore. ``mutate`` decodes, applies one to three structural
 mutations (registered with ``@mutation``), and re-encodes; a share of calls
 hands the bytes to libFuzzer's own mutator or starts from a fresh scenario.
 
+Under a deep workload profile (``fuzz.search.profiles``), a share (``DEEP_SHARE``) of mutations are the
+profile's own: long outputs drawn from its lengths, decode-time KV pressure, a follow-up that continues
+a conversation after its outputs, an abort in the middle of decoding; fresh scenarios come from its
+generator. ``decode`` never depends on the profile (a stored input means one scenario everywhere).
+
 Invariant: every output of ``mutate`` and ``crossover`` decodes to a scenario
 that passes validation; a mutation whose result fails validation is dropped, and so
 is one whose ``serial_steps`` exceeds ``max_steps`` (the structural counterpart of
@@ -18,6 +23,7 @@ run whatever their size.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from collections.abc import Callable
@@ -34,13 +40,16 @@ from fuzz.model.scenario import (
     prompt_lengths,
     required_kv_blocks,
 )
-from fuzz.search.generate import external_tokens, facts, random_scenario
+from fuzz.search.generate import external_tokens, facts, random_scenario, serial_steps, under_decode_pressure
+from fuzz.search.profiles import DEFAULT_PROFILE, PROFILES, Profile
 
 Mutation = Callable[[Scenario, random.Random], Scenario]
 MUTATIONS: dict[str, Mutation] = {}
 RAW_MUTATION_RATE = 0.1  # share of mutations left to libFuzzer's byte-level mutator
 FRESH_RATE = 0.1  # share replaced by a freshly generated scenario (a generation phase, as Hypothesis has)
-MAX_STEPS = 256  # default bound on a mutation's ``serial_steps`` (``gdnfuzz run --max-steps``)
+MAX_STEPS = PROFILES[DEFAULT_PROFILE].max_steps  # default bound on a mutation's ``serial_steps`` (``--max-steps``)
+DEEP_SHARE = 0.35  # under a deep profile: share of mutations that are the profile's own
+DEFAULT = PROFILES[DEFAULT_PROFILE]
 
 
 def mutation(fn: Mutation) -> Mutation:
@@ -88,20 +97,6 @@ def _valid(scenario: Scenario, max_steps: int = MAX_STEPS) -> Scenario | None:
     if blocks is not None and blocks < required:
         scenario = scenario.with_engine(num_kv_blocks=tight_kv_blocks(required, 0.0))
     return scenario if serial_steps(scenario) <= max_steps else None
-
-
-def serial_steps(scenario: Scenario) -> int:
-    """The scheduler steps the scenario takes with its requests run one after another: the last
-    arrival, then each prompt in chunks of the smallest step budget (or the long-prefill threshold)
-    and one step per output token. Concurrent requests share steps, so a run takes about this many
-    or fewer (preemption can add some); it is what a mutation's cost is bounded by."""
-    e = scenario.engine
-    chunk = min((e.max_num_batched_tokens, *e.step_budgets))
-    if e.long_prefill_token_threshold > 0:
-        chunk = min(chunk, e.long_prefill_token_threshold)
-    lengths = prompt_lengths(scenario)
-    return max(r.arrival_step for r in scenario.requests) + sum(
-        -(-lengths[r.id] // max(chunk, 1)) + r.max_tokens for r in scenario.requests)
 
 
 def _replace_request(s: Scenario, index: int, **changes: Any) -> Scenario:
@@ -236,18 +231,51 @@ def external_prefix(s: Scenario, rng: random.Random) -> Scenario:
     return _replace_request(s, i, external_tokens=held)
 
 
+# ---------------------------------------------------------------- a deep profile's own
+
+
+@functools.cache
+def deep_mutations(profile: Profile) -> dict[str, Mutation]:
+    """The mutations toward ``profile``'s deep states (none for a profile that is not deep)."""
+    if not profile.deep:
+        return {}
+
+    def long_outputs(s: Scenario, rng: random.Random) -> Scenario:
+        return _replace_request(s, _pick(s, rng), max_tokens=profile.output_tokens(rng))
+
+    def decode_pressure(s: Scenario, rng: random.Random) -> Scenario:
+        return under_decode_pressure(rng, s)
+
+    def continue_conversation(s: Scenario, rng: random.Random) -> Scenario:
+        if len(s.requests) >= 8:
+            return s
+        parent = rng.choice(s.requests)
+        tail = rng.choice((rng.randint(1, 64), near_multiple(rng, s.engine.mamba_block_size, 1)))
+        new = Request(_fresh_id(s), (tail,), parent.arrival_step, profile.output_tokens(rng), continues=parent.id)
+        return replace(s, requests=(*s.requests, new))
+
+    def abort_mid_decode(s: Scenario, rng: random.Random) -> Scenario:
+        i = _pick(s, rng)
+        r = s.requests[i]
+        return _replace_request(s, i, abort_step=r.arrival_step + rng.randint(1, r.max_tokens + 8))
+
+    return {f.__name__: f for f in (long_outputs, decode_pressure, continue_conversation, abort_mid_decode)}
+
+
 # ---------------------------------------------------------------- hooks
 
 
-def mutate_scenario(s: Scenario, rng: random.Random, max_steps: int = MAX_STEPS) -> Scenario:
+def mutate_scenario(s: Scenario, rng: random.Random, max_steps: int = MAX_STEPS, profile: Profile = DEFAULT) -> Scenario:
+    deep = deep_mutations(profile)
     for _ in range(rng.randint(1, 3)):
-        candidate = _valid(MUTATIONS[rng.choice(sorted(MUTATIONS))](s, rng), max_steps)
+        pool = deep if deep and rng.random() < DEEP_SHARE else MUTATIONS
+        candidate = _valid(pool[rng.choice(sorted(pool))](s, rng), max_steps)
         if candidate is not None:
             s = candidate
     return s
 
 
-def mutate(data: bytes, max_size: int, seed: int, max_steps: int = MAX_STEPS) -> bytes:
+def mutate(data: bytes, max_size: int, seed: int, max_steps: int = MAX_STEPS, profile: Profile = DEFAULT) -> bytes:
     """atheris custom_mutator: structural most of the time, libFuzzer's own bytes otherwise."""
     rng = random.Random(seed)
     roll = rng.random()
@@ -256,7 +284,7 @@ def mutate(data: bytes, max_size: int, seed: int, max_steps: int = MAX_STEPS) ->
 
         return atheris.Mutate(data, max_size)
     fresh = roll < RAW_MUTATION_RATE + FRESH_RATE
-    out = encode(random_scenario(rng) if fresh else mutate_scenario(decode(data), rng, max_steps))
+    out = encode(random_scenario(rng, profile) if fresh else mutate_scenario(decode(data), rng, max_steps, profile))
     return out if len(out) <= max_size else data[:max_size]
 
 

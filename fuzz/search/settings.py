@@ -23,6 +23,7 @@ from typing import Any
 
 from fuzz.oracle.verdict import FailOn, default_fail_on
 from fuzz.search.mutate import MAX_STEPS
+from fuzz.search.profiles import DEFAULT_PROFILE
 
 ENV = "GDNFUZZ_RUN"
 TARGETS = ("split", "kernels")  # the differential split target; the GDN kernels' own conformance
@@ -48,6 +49,7 @@ class RunSettings:
     seed: int = 1  # worker i uses libFuzzer -seed=seed+i
     jobs: int = 1
     max_steps: int = MAX_STEPS  # mutations whose requests take more scheduler steps are dropped
+    profile: str = DEFAULT_PROFILE  # the workload shape generation and mutation lean toward
     minimize_seconds: float = DEFAULT_MINIMIZE_SECONDS
     libfuzzer: tuple[str, ...] = ()
     deadline: float | None = None
