@@ -1,6 +1,7 @@
 """The null run and the determinism check of the sim tier (issue 2's "done means"), as figures.
 
-1. ``gdnfuzz gen --seed SEED --count COUNT --out DIR``;
+1. ``gdnfuzz gen --seed SEED --count COUNT --out DIR --profile PROFILE`` (a workload profile, default
+   ``default``; ``chat``, ``agentic`` and ``batch`` reach long decodes and preemption after decode);
 2. ``gdnfuzz replay DIR/*.json --candidate P --reference P --json --fail-on any`` (``--policy P``, default
    vllm): a finding both sides share is a bug of P's own (counted by signature; for vllm, the corpus
    records them); any other finding, correctness or cost, is a false positive of the sim or the oracle
@@ -11,7 +12,7 @@
    ``PYTHONHASHSEED`` values.
 
 Prints figures and wall times, asserts nothing. Run:
-``.venv/bin/python bench/null_run.py [--count 1000] [--seed 7] [--repeat 100] [--dir DIR] [--policy P]``
+``.venv/bin/python bench/null_run.py [--count 1000] [--seed 7] [--repeat 100] [--dir DIR] [--policy P] [--profile P]``
 """
 
 from __future__ import annotations
@@ -52,11 +53,11 @@ def replay_dir(files: list[str], candidate: str, reference: str) -> tuple[int, l
     return proc.returncode, rows, time.perf_counter() - start
 
 
-def null_run(out: Path, seed: int, count: int, policy: str) -> None:
+def null_run(out: Path, seed: int, count: int, policy: str, profile: str) -> None:
     start = time.perf_counter()
-    subprocess.run([GDNFUZZ, "gen", "--seed", str(seed), "--count", str(count), "--out", str(out)],
+    subprocess.run([GDNFUZZ, "gen", "--seed", str(seed), "--count", str(count), "--out", str(out), "--profile", profile],
                    check=True, cwd=ROOT, capture_output=True)
-    print(f"gen: {count} scenarios in {time.perf_counter() - start:.1f} s")
+    print(f"gen --profile {profile}: {count} scenarios in {time.perf_counter() - start:.1f} s")
     files = sorted(str(p) for p in out.glob("*.json"))
     for candidate in (policy, "naive"):
         rc, rows, wall = replay_dir(files, candidate, policy)
@@ -106,13 +107,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=100)
     parser.add_argument("--dir", help="where to write the scenarios (default: a temporary directory)")
     parser.add_argument("--policy", default="vllm", help="the policy run against itself (default vllm)")
+    parser.add_argument("--profile", default="default", help="the workload profile scenarios are drawn from")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     if args.dir:
-        null_run(Path(args.dir), args.seed, args.count, args.policy)
+        null_run(Path(args.dir), args.seed, args.count, args.policy, args.profile)
     else:
         with tempfile.TemporaryDirectory(prefix="gdnfuzz-null-") as tmp:
-            null_run(Path(tmp), args.seed, args.count, args.policy)
+            null_run(Path(tmp), args.seed, args.count, args.policy, args.profile)
     determinism(args.repeat)
 
 

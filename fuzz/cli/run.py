@@ -53,8 +53,9 @@ def run_summary(progress: Progress) -> str:
     """Every signature found, once each: when it was first seen, how often, and where it is stored."""
     counts = Counter(sig for _, sig, _ in progress.findings)
     first_input = "-" if progress.first_input is None else f"{progress.first_input:.1f}s"
-    lines = [f"first input after {first_input}; {len(counts)} signature(s), "
-             f"{sum(counts.values()) - len(counts)} repeat(s)"]
+    startup = progress.startup()
+    lines = [f"first input after {first_input}" + (f" ({startup})" if startup else "")
+             + f"; {len(counts)} signature(s), {sum(counts.values()) - len(counts)} repeat(s)"]
     for sig, seconds in sorted(progress.detected.items(), key=lambda kv: kv[1]):
         where = progress.saved.get(sig, (0.0, "(not stored)"))[1]
         lines.append(f"{seconds:8.1f}s  {sig}  x{counts.get(sig, 1)}  {where}")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import importlib
 import sys
 from collections import Counter
 
@@ -38,7 +39,7 @@ from fuzz.oracle.verdict import finding_signature
 from fuzz.report.finding_report import store_finding
 from fuzz.search.coverage import instrument
 from fuzz.search.in_flight import InFlight
-from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE
+from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE, STARTING_LINE
 from fuzz.search.mutate import crossover, decode, mutate
 from fuzz.search.profiles import profile_named
 from fuzz.search.settings import RunSettings
@@ -133,6 +134,11 @@ def settle_heap() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+def starting(what: str) -> None:
+    """Say which start-up phase begins (``gdnfuzz run``'s status line shows it until the first input)."""
+    print(f"{STARTING_LINE} {what}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str]) -> None:
     """The settings' target ``split`` (default): the differential split target; ``kernels``: kernel conformance."""
     import atheris
@@ -145,9 +151,14 @@ def main(argv: list[str]) -> None:
         atheris.Setup(argv, kernel_conformance_one_input)
         atheris.Fuzz()
         return
+    starting("importing vLLM's scheduling code")
+    for name in SCHEDULING_MODULES:
+        importlib.import_module(name)
+    starting("instrumenting it for coverage")
     probes = instrument(INSTRUMENTED, SCHEDULING_MODULES)
     target = FuzzTarget(settings)
     settle_heap()
+    starting("loading the corpus")
     atheris.Setup(argv, probes.counted(target.test_one_input),
                   custom_mutator=functools.partial(mutate, max_steps=settings.max_steps,
                                                    profile=profile_named(settings.profile)),

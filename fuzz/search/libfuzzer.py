@@ -21,6 +21,7 @@ HARNESS_MODULE = "fuzz.search.harness"
 DETECTED_LINE = "gdnfuzz-detected"  # printed when a divergence is seen, before minimizing
 FINDING_LINE = "gdnfuzz-finding"  # printed once the finding is saved
 FIRST_INPUT_LINE = "gdnfuzz-first-input"  # printed when the harness starts its first input
+STARTING_LINE = "gdnfuzz-starting"  # "gdnfuzz-starting WHAT": the harness's start-up phase, before its first input
 DONE_PREFIX = "Done "  # libFuzzer's last line when its run count or time is reached ("Done 1000 runs in 9 second(s)")
 SAVED_LINE = "gdnfuzz-saved"  # printed by the reducer once a finding's bundle is minimized and stored
 STATUS = re.compile(r"#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+ (?:lim: \d+ )?exec/s: (\d+)")
@@ -66,7 +67,8 @@ class Progress:
 
     ``findings``: every raw save a worker reported, (seconds, signature, raw bundle), repeats included;
     ``saved``: signature -> (seconds, bundle) once the reducer stored it; ``detected``: signature ->
-    seconds to its first detection; ``first_input``: seconds to the first input any worker ran.
+    seconds to its first detection; ``first_input``: seconds to the first input any worker ran;
+    ``phases``: each start-up phase a worker reported (``STARTING_LINE``), with the seconds it began at.
     """
 
     started: float = field(default_factory=time.monotonic)
@@ -75,6 +77,7 @@ class Progress:
     saved: dict[str, tuple[float, str]] = field(default_factory=dict)
     detected: dict[str, float] = field(default_factory=dict)
     first_input: float | None = None
+    phases: list[tuple[float, int, str]] = field(default_factory=list)
     worker_crashes: int = 0  # libFuzzer crashes (their inputs are in crashes/raw/)
     lock: threading.Lock = field(default_factory=threading.Lock)
     _announced: set[str] = field(default_factory=set)
@@ -84,6 +87,8 @@ class Progress:
         with self.lock:
             if line.startswith(FIRST_INPUT_LINE):
                 self.first_input = now if self.first_input is None else self.first_input
+            elif line.startswith(STARTING_LINE):
+                self.phases.append((now, worker, line.removeprefix(STARTING_LINE).strip()))
             elif line.startswith(DETECTED_LINE):
                 self.detected.setdefault(line.split()[1], now)
             elif line.startswith(FINDING_LINE):
@@ -125,8 +130,22 @@ class Progress:
         (``efficiency-*`` signatures) were found, else 0."""
         return exit_code_for(self.signatures(), self.worker_crashes > 0)
 
+    def startup(self) -> str:
+        """Where start-up went, from the first worker's phases: ``importing ... 6.1s, instrumenting ... 1.5s``."""
+        with self.lock:
+            first = [(t, what) for t, worker, what in self.phases if worker == self.phases[0][1]] if self.phases else []
+            if not first:
+                return ""
+            ends = [t for t, _ in first[1:]] + [self.first_input]
+            return ", ".join([f"interpreter and gdnfuzz {first[0][0]:.1f}s"] + [
+                f"{what} {end - t:.1f}s" for (t, what), end in zip(first, ends, strict=True) if end is not None])
+
     def line(self) -> str:
         with self.lock:
+            if self.first_input is None and self.phases:
+                seconds, worker, what = self.phases[-1]
+                now = time.monotonic() - self.started
+                return f"[{now:6.0f}s] starting: worker {worker} {what} (for {now - seconds:.0f}s)"
             ws = list(self.workers.values())
             sigs = {sig for _, sig, _ in self.findings}
             return (f"[{time.monotonic() - self.started:6.0f}s] execs {sum(w.execs for w in ws)} "

@@ -42,6 +42,7 @@ from fuzz.search.artifacts import crash_finding, death
 from fuzz.search.in_flight import died_on
 from fuzz.search.libfuzzer import DEFAULT_FLAGS, SAVED_LINE, Progress, ended_normally, harness_command
 from fuzz.search.settings import RunSettings
+from fuzz.store.atomic import sweep_leftovers
 from fuzz.store.bundle import store_as_found, sync_counts
 
 RUN_LIMITS = ("-timeout=900", "-rss_limit_mb=16384")  # gdnfuzz run's own
@@ -63,29 +64,45 @@ def corpus_dirs(settings: RunSettings) -> list[str]:
 
 
 class Reducer:
-    """The reducer process: one job per signature new to this run, its saved lines into ``progress``."""
+    """The reducer process: one job per signature new to this run, its saved lines into ``progress``.
+
+    It starts once a worker has run its first input (or a job is waiting), so its own vLLM import never
+    competes with the workers' start-up for the CPU."""
 
     def __init__(self, settings: RunSettings, progress: Progress):
-        self.progress = progress
-        self.proc = subprocess.Popen([sys.executable, "-m", REDUCER_MODULE], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     env=settings.child_env(), cwd=os.getcwd())
+        self.settings, self.progress = settings, progress
+        self.proc: subprocess.Popen[str] | None = None
+        self.reader: threading.Thread | None = None
         self.sent: set[str] = set()
-        self.reader = threading.Thread(target=_pump, args=(self.proc.stdout, -1, progress, []), daemon=True)
-        self.reader.start()
+
+    def _start(self) -> subprocess.Popen[str]:
+        if self.proc is None:
+            self.proc = subprocess.Popen([sys.executable, "-m", REDUCER_MODULE], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                         env=self.settings.child_env(), cwd=os.getcwd())
+            self.reader = threading.Thread(target=_pump, args=(self.proc.stdout, -1, self.progress, []), daemon=True)
+            self.reader.start()
+        return self.proc
 
     def submit_new(self) -> None:
-        """Send every signature first found since the last call (its first raw bundle)."""
-        assert self.proc.stdin is not None
-        for sig, raw in self.progress.first_raw_bundles():
-            if sig not in self.sent and self.proc.poll() is None:
+        """Send every signature first found since the last call (its first raw bundle); start the process
+        once fuzzing has begun."""
+        jobs = [(sig, raw) for sig, raw in self.progress.first_raw_bundles() if sig not in self.sent]
+        if not jobs and (self.proc is not None or self.progress.first_input is None):
+            return
+        proc = self._start()
+        assert proc.stdin is not None
+        for sig, raw in jobs:
+            if proc.poll() is None:
                 self.sent.add(sig)
-                self.proc.stdin.write(f"{sig} {raw}\n")
-                self.proc.stdin.flush()
+                proc.stdin.write(f"{sig} {raw}\n")
+                proc.stdin.flush()
 
     def finish(self, timeout: float) -> None:
         """No more jobs; wait up to ``timeout`` for the reducer to store what it has."""
-        assert self.proc.stdin is not None
+        if self.proc is None:
+            return
+        assert self.proc.stdin is not None and self.reader is not None
         self.proc.stdin.close()
         try:
             self.proc.wait(timeout=max(timeout, 1.0))
@@ -172,6 +189,8 @@ def store_death(worker_dir: Path, returncode: int, log: list[str], settings: Run
 def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.stderr) -> ExitCode:
     deadline = time.time() + settings.max_time if settings.max_time else None
     settings = replace(settings, deadline=deadline)
+    for root in (settings.crashes, settings.corpus):
+        sweep_leftovers(root)  # what a killed earlier run left half-written
     dirs = corpus_dirs(settings)
     crashes = settings.crashes
     raw = crashes / "raw"

@@ -7,13 +7,21 @@ through :func:`atomic_write`. Invariants:
   over the target (``os.replace`` is atomic on POSIX), and the directory is fsynced;
 - a target that is a symbolic link is refused, so a planted link never redirects a write;
 - the file gets the mode a plain ``open(path, "w")`` would (0666 less the umask), so other users of
-  a shared cluster mount can read what they are meant to.
+  a shared cluster mount can read what they are meant to;
+- every temporary gdnfuzz makes in a store (this file's, a bundle's staging directory) is named by
+  :func:`temporary_name`: hidden, ending ``.tmp``, and naming the host and process that own it, so
+  :func:`sweep_leftovers` removes what a killed writer left (its process gone, or the temporary older
+  than :data:`LEFTOVER_AGE_S`) and never what a live writer, on this host or another, is writing.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
+import shutil
+import socket
+import time
 from pathlib import Path
 
 from fuzz.errors import InputError
@@ -26,6 +34,50 @@ def _umask() -> int:
 
 
 FILE_MODE = 0o666 & ~_umask()
+HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname().split(".")[0]) or "host"
+LEFTOVER_AGE_S = 3600.0  # a temporary this old is a killed writer's, whoever owned it
+OWNED = re.compile(r"\.(?P<host>[A-Za-z0-9-]+)\.(?P<pid>\d+)\.[0-9a-f]{12}\.tmp$")
+
+
+def temporary_name(stem: str) -> str:
+    """A hidden temporary name for ``stem`` in the same directory, owned by this host and process."""
+    return f".{stem}.{HOST}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+
+
+def _abandoned(path: Path, now: float) -> bool:
+    try:
+        if now - path.lstat().st_mtime > LEFTOVER_AGE_S:
+            return True
+    except OSError:
+        return False
+    owner = OWNED.search(path.name)
+    if owner is None or owner["host"] != HOST:
+        return False
+    try:
+        os.kill(int(owner["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
+def sweep_leftovers(root: Path) -> list[Path]:
+    """Remove the temporaries killed writers left anywhere under ``root`` (module docstring); what was removed."""
+    now = time.time()
+    removed = []
+    for path in sorted(root.rglob(".*.tmp")) if root.is_dir() else ():
+        if not _abandoned(path, now):
+            continue
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+        except OSError:
+            continue  # a store that refuses writes keeps it until it takes them again
+        removed.append(path)
+    return removed
 
 
 def atomic_write(path: str | Path, data: str | bytes) -> Path:
@@ -34,7 +86,7 @@ def atomic_write(path: str | Path, data: str | bytes) -> Path:
     if path.is_symlink():
         raise InputError(f"{path}: refusing to write through a symbolic link")
     raw = data.encode() if isinstance(data, str) else data
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    tmp = path.with_name(temporary_name(path.name))
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -20,7 +20,7 @@ Invariants kept here:
 - one directory per signature: a second finding of a known signature only bumps ``hits``;
 - every file is written through ``fuzz.store.atomic.atomic_write``, and ``verdict.json`` last, so a
   bundle with a verdict is complete; a new bundle is written in a hidden staging directory
-  (``.staging-HEX.tmp/<signature>/``) and renamed into place whole (:func:`_new_bundle`), so neither a
+  (``.staging.HOST.PID.HEX.tmp/<signature>/``, ``fuzz.store.atomic.temporary_name``) and renamed into place whole (:func:`_new_bundle`), so neither a
   failed write (a full or read-only disk: the staging directory and a new regression file are removed)
   nor a kill leaves a bundle directory without its ``verdict.json``; every later change to
   ``verdict.json`` goes through :func:`update_verdict` (read, change, one atomic write);
@@ -50,7 +50,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -62,7 +61,7 @@ from fuzz.model import json_input
 from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import Scenario, ScenarioError, load_scenario, pretty_json, scenario_summary
 from fuzz.oracle.finding import Finding, environment
-from fuzz.store.atomic import atomic_write
+from fuzz.store.atomic import atomic_write, temporary_name
 
 BUNDLE_FILES = ("scenario.json", "original.json", "verdict.json", "report.md")
 TEST_FILE = "test_regression.py"  # optional: older bundles have none
@@ -305,7 +304,7 @@ def _new_bundle(bundle: Path, regression: Path | None) -> Iterator[Path]:
     """Yield the staging directory a new bundle is written into; once the writes are done, rename it into
     place whole (what an older writer left there without a ``verdict.json`` is replaced). If a write fails,
     the staging directory and a regression file the writes created are removed, and the error goes on."""
-    parent = bundle.parent / f".staging-{secrets.token_hex(6)}.tmp"
+    parent = bundle.parent / temporary_name("staging")
     new_regression = regression is not None and not regression.exists()
     try:
         staging = parent / bundle.name

@@ -34,6 +34,7 @@ from fuzz.reduce.minimize import minimize_raw_bundle
 from fuzz.report.finding_report import store_finding
 from fuzz.report.github import file_issue
 from fuzz.search.artifacts import crash_finding
+from fuzz.store.atomic import sweep_leftovers
 from fuzz.store.bundle import count_occurrence, load_verdict, store_as_found, sync_counts, update_verdict
 from fuzz.store.writable import store_fault
 from workers.campaign.config import CampaignConfig
@@ -122,6 +123,8 @@ class CrashStoreActor:
     # -- resume from disk
 
     def resume(self) -> None:
+        for root in (self.config.crashes, self.config.run.corpus):
+            sweep_leftovers(root)  # what a writer killed with its node left half-written
         for verdict_file in sorted(self.config.crashes.glob("*/verdict.json")):
             sig = verdict_file.parent.name
             try:
