@@ -1,0 +1,74 @@
+"""Sim and engine agreement on a workload profile's scenarios (issue 25's table): vllm against vllm (a null
+run on both tiers) and a split mutant against vllm (the canary of the deep region, on both tiers).
+
+Usage: ``python bench/tier_agreement.py [--profile chat] [--count 20] [--seed 1] [--mutant SPEC] [--tier engine]``
+
+Scenarios come from ``random_scenario`` with the profile (as ``gdnfuzz gen --profile`` writes them). Each
+is replayed on the sim and on ``--tier`` with ``--candidate vllm`` and with ``--candidate MUTANT`` (default
+the one-line mutant whose resumed re-prefill of prompt plus outputs is split as prompt-only). Prints, per
+candidate, the count of each (sim verdict, tier verdict) pair and the contradictions: one tier finding a
+correctness divergence where the other, deciding the same scenario, finds none. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fuzz.errors import ConfigRejected  # noqa: E402
+from fuzz.model.policies import resolve_policy  # noqa: E402
+from fuzz.model.result import VerdictStatus  # noqa: E402
+from fuzz.oracle.differential import replay  # noqa: E402
+from fuzz.search.generate import random_scenario  # noqa: E402
+from fuzz.search.profiles import PROFILES  # noqa: E402
+
+DECIDED = (VerdictStatus.CLEAN, VerdictStatus.DIVERGED, VerdictStatus.REGRESSED)
+MUTANT = "bench/mutants/one_line.py:replay_as_prompt"
+
+
+def status(scenario: object, candidate: object, reference: object, tier: str) -> str:
+    try:
+        return replay(scenario, candidate, reference, tier).verdict.status  # type: ignore[arg-type]
+    except ConfigRejected:
+        return "rejected"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="chat", choices=sorted(PROFILES))
+    parser.add_argument("--count", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--mutant", default=MUTANT)
+    parser.add_argument("--tier", default="engine")
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    scenarios = [random_scenario(rng, PROFILES[args.profile]) for _ in range(args.count)]
+    vllm = resolve_policy("vllm")
+    for name, candidate in (("vllm", vllm), (args.mutant, resolve_policy(args.mutant))):
+        pairs: Counter[tuple[str, str]] = Counter()
+        contradictions = []
+        start = time.perf_counter()
+        for i, scenario in enumerate(scenarios):
+            sim, other = status(scenario, candidate, vllm, "sim"), status(scenario, candidate, vllm, args.tier)
+            pairs[(sim, other)] += 1
+            if sim in DECIDED and other in DECIDED and (sim == VerdictStatus.DIVERGED) != (other == VerdictStatus.DIVERGED):
+                contradictions.append(f"scenario {i} ({scenario.scenario_id()}): sim {sim}, {args.tier} {other}")
+        print(f"\n--candidate {name} --reference vllm, {args.count} {args.profile} scenarios (seed {args.seed}), "
+              f"{time.perf_counter() - start:.0f}s")
+        print(f"| sim | {args.tier} | scenarios |\n|---|---|---|")
+        for (sim, other), n in sorted(pairs.items()):
+            print(f"| {sim} | {other} | {n} |")
+        print(f"contradictions: {len(contradictions)}")
+        for line in contradictions:
+            print(f"  {line}")
+
+
+if __name__ == "__main__":
+    main()
