@@ -48,7 +48,8 @@ def bare_import() -> float:
 def start_run(checkout: Path, work: Path, max_time: float) -> subprocess.Popen[str]:
     corpus = work / "corpus"
     for name in ("seeds", "regressions"):
-        shutil.copytree(REPO / "corpus" / name, corpus / name)
+        if (REPO / "corpus" / name).is_dir():
+            shutil.copytree(REPO / "corpus" / name, corpus / name)
     return subprocess.Popen(
         [sys.executable, "-m", "fuzz.cli", "run", "--candidate", "vllm", "--reference", "vllm", "--max-time",
          str(int(max_time)), "--corpus", str(corpus), "--crashes", str(work / "crashes"), "--no-regressions"],
