@@ -4,11 +4,18 @@ leaves the environment as it found it (a command run in-process, e.g. ``replay -
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 # Ray stays on 127.0.0.1 in every test (workers.campaign.loopback): set before any test module imports Ray.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# Kept instrumentation (fuzz.search.coverage_cache) goes to a directory of this session, never the home.
+if "GDNFUZZ_CACHE_DIR" not in os.environ:
+    os.environ["GDNFUZZ_CACHE_DIR"] = tempfile.mkdtemp(prefix="gdnfuzz-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["GDNFUZZ_CACHE_DIR"], True)
 
 import pytest
 

@@ -6,6 +6,8 @@ libFuzzer takes the counters is ``tests/test_harness.py``'s coverage test (thous
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import textwrap
 
@@ -67,7 +69,7 @@ def patched(tmp_path_factory):
     (root / "gdnfuzz_covtarget.py").write_text(textwrap.dedent(TARGET))
     sys.path.insert(0, str(root))
     try:
-        probes = instrument(("gdnfuzz_covtarget",), ("gdnfuzz_covtarget",))
+        probes = instrument(("gdnfuzz_covtarget",), ("gdnfuzz_covtarget",), cache=root / "cache")
         yield probes, sys.modules["gdnfuzz_covtarget"]
     finally:
         sys.path.remove(str(root))
@@ -127,3 +129,39 @@ def test_code_outside_the_prefixes_is_left_alone(patched):
     _, counts = counts_of(probes, lambda: json.dumps({"a": [1, 2, 3]}))
     assert not counts.any()
     assert "__ATHERIS_INSTRUMENTED__" not in json.dumps.__code__.co_consts
+
+
+PROBED = """
+import hashlib, sys
+sys.path.insert(0, sys.argv[1])
+from fuzz.search.coverage import instrument
+probes = instrument(("gdnfuzz_covtarget",), ("gdnfuzz_covtarget",))
+import gdnfuzz_covtarget as t
+codes = [t.loop.__code__, t.Box.pick.__code__, t.make_closure.__code__]
+print(probes.first, probes.size, [hashlib.sha1(c.co_code).hexdigest() for c in codes],
+      all(probes.namespace in c.co_consts for c in codes))
+"""
+
+
+def test_kept_instrumentation_is_reused_and_a_bad_one_is_a_miss(tmp_path):
+    """A second worker reuses the first one's probed code (the very code: atheris numbers the blocks
+    differently in each process it patches in); a corrupt file or a changed module patches anew."""
+    (tmp_path / "gdnfuzz_covtarget.py").write_text(textwrap.dedent(TARGET))
+    cache = tmp_path / "cache"
+
+    def probed() -> str:
+        out = subprocess.run([sys.executable, "-c", PROBED, str(tmp_path)], capture_output=True, text=True,
+                             check=True, env={**os.environ, "GDNFUZZ_CACHE_DIR": str(cache)})
+        return out.stdout
+
+    patched = probed()
+    [kept] = cache.iterdir()
+    assert probed() == patched and patched.strip().endswith("True")
+    kept.write_bytes(b"not marshal")
+    repatched = probed()
+    assert repatched.split()[:2] == patched.split()[:2] and repatched.strip().endswith("True")
+    assert kept.read_bytes() != b"not marshal" and probed() == repatched  # a miss, patched and kept again
+    with open(tmp_path / "gdnfuzz_covtarget.py", "a") as f:
+        f.write("\n\ndef added(x):\n    return 1 if x else 2\n")
+    changed = probed()
+    assert changed != patched and len(list(cache.iterdir())) == 2

@@ -20,7 +20,11 @@ Invariants:
 - a function is patched once, in place (``__code__``), so every reference to it runs the probes; the
   functions patched are those defined in the given modules' files (methods, properties and functions
   under decorators included), as atheris's import hook would patch them;
-- probes run before the first input (imports, set-up) are not counted for any input.
+- probes run before the first input (imports, set-up) are not counted for any input;
+- the patched code of a set of modules is kept across runs (``fuzz.search.coverage_cache``) and reused
+  only where every module file, the function list, Python, atheris and this module are unchanged: a
+  reused instrumentation is one an earlier patching of exactly this code made (atheris numbers the
+  blocks differently in each process, so one patching is as good as another; a run uses one).
 """
 
 from __future__ import annotations
@@ -30,10 +34,14 @@ import importlib
 import sys
 import types
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fuzz.search.coverage_cache import KeptInstrumentation, default_dir
+
+PROBES_PLACEHOLDER = "__gdnfuzz_probes__"  # the probes' namespace, in probed code kept across runs
 PC_BASE = 0x6764_6E00_0000  # the fake "program counters" of this module's table: distinct from atheris's (zero)
 MAX_COUNT = 255
 
@@ -53,17 +61,24 @@ class Probes:
         self.counts: Any = None  # numpy uint8 view of the counter array, once sealed
         self._registered = False
 
-    def patch(self, function: types.FunctionType) -> None:
-        """Instrument ``function`` (and the functions nested in it) in place."""
+    def patch(self, function: types.FunctionType) -> types.CodeType:
+        """Instrument ``function`` (and the functions nested in it) in place; its probed code in the portable
+        form :meth:`adopt` takes (the probes' namespace as the constant :data:`PROBES_PLACEHOLDER`)."""
         patched = self._atheris.patch_code(function.__code__, trace_dataflow=False)
-        rewired, count = _rewire(patched, self._atheris, self.namespace)
+        portable, count = _rewire(patched, lambda const: const is self._atheris, PROBES_PLACEHOLDER)
         if count == 0:
             raise RuntimeError(f"atheris's probes no longer hold the atheris module: {function.__qualname__}")
-        function.__code__ = rewired
+        self.adopt(function, portable)
+        return portable
 
-    def seal(self) -> None:
-        """Size the counter array once every function is patched."""
-        self.size = self._atheris._reserve_counter() - self.first
+    def adopt(self, function: types.FunctionType, portable: types.CodeType) -> None:
+        """Give ``function`` probed code in the portable form (patched here or kept from an earlier run)."""
+        function.__code__, _ = _rewire(portable, lambda const: type(const) is str and const == PROBES_PLACEHOLDER,
+                                       self.namespace)
+
+    def seal(self, size: int | None = None) -> None:
+        """Size the counter array once every function is patched (``size``: as a kept instrumentation had it)."""
+        self.size = self._atheris._reserve_counter() - self.first if size is None else size
         self._array = (ctypes.c_uint8 * self.size)()
         self._pcs = (ctypes.c_uint64 * (2 * self.size))(*_fake_pc_table(self.size))
         self.counts = np.frombuffer(self._array, dtype=np.uint8)
@@ -111,15 +126,15 @@ def _fake_pc_table(size: int) -> Iterator[int]:
         yield 0
 
 
-def _rewire(code: types.CodeType, old: object, new: object) -> tuple[types.CodeType, int]:
-    """``code`` with constant ``old`` replaced by ``new``, in nested code too; and how many were replaced."""
+def _rewire(code: types.CodeType, is_old: Callable[[object], bool], new: object) -> tuple[types.CodeType, int]:
+    """``code`` with every constant ``is_old`` accepts replaced by ``new``, in nested code too; and how many."""
     consts = []
     replaced = 0
     for const in code.co_consts:
-        if const is old:
+        if is_old(const):
             const, n = new, 1
         elif isinstance(const, types.CodeType):
-            const, n = _rewire(const, old, new)
+            const, n = _rewire(const, is_old, new)
         else:
             n = 0
         consts.append(const)
@@ -127,19 +142,25 @@ def _rewire(code: types.CodeType, old: object, new: object) -> tuple[types.CodeT
     return (code.replace(co_consts=tuple(consts)) if replaced else code), replaced
 
 
-def instrument(prefixes: tuple[str, ...], imports: tuple[str, ...]) -> Probes:
-    """Import ``imports``, then patch every function of every loaded module named by ``prefixes``."""
+def instrument(prefixes: tuple[str, ...], imports: tuple[str, ...], cache: Path | None = None) -> Probes:
+    """Import ``imports``, then patch every function of every loaded module named by ``prefixes``, or reuse
+    the patched code ``cache`` (a directory; default ``coverage_cache.default_dir()``) kept for exactly them."""
     for name in imports:
         importlib.import_module(name)
     probes = Probes()
     modules = sorted(name for name in sys.modules if name.startswith(prefixes) and sys.modules[name] is not None)
-    for name in modules:
-        module = sys.modules[name]
-        path = getattr(module, "__file__", None)
-        if path:
-            for function in _functions_of(module, name, path, set()):
-                probes.patch(function)
+    functions = [(name, function) for name in modules if (path := getattr(sys.modules[name], "__file__", None))
+                 for function in _functions_of(sys.modules[name], name, path, set())]
+    kept = KeptInstrumentation(cache or default_dir(), modules, functions, probes.first)
+    codes = kept.load()
+    if codes is not None:
+        for (_, function), code in zip(functions, codes.codes, strict=True):
+            probes.adopt(function, code)
+        probes.seal(codes.size)
+        return probes
+    patched = [probes.patch(function) for _, function in functions]
     probes.seal()
+    kept.save(patched, probes.size)
     return probes
 
 
