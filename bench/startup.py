@@ -8,6 +8,8 @@ Each round runs, in turn, for this checkout and ``--before`` (an older gdnfuzz c
 - ``bare``: ``python -c "import vllm"``, its wall time (the yardstick);
 - ``idle``: ``gdnfuzz run --candidate vllm --reference vllm --max-time S`` alone, from a fresh copy of the
   committed corpus (seeds and regressions; an empty queue) into a fresh crash store;
+- ``idle, nothing kept``: the same with an empty ``$GDNFUZZ_CACHE_DIR`` (a machine's first run: no kept
+  instrumentation, ``fuzz.search.coverage_cache``; a checkout without it ignores the variable);
 - ``loaded``: the same, and the bare import, each with a second such ``gdnfuzz run`` (this checkout)
   started :data:`BESIDE_LEAD` seconds earlier beside it.
 
@@ -35,8 +37,8 @@ FIRST_INPUT = re.compile(r"first input after ([\d.]+)s(?: \((.*?)\))?;")
 EXECS = re.compile(r"\] execs (\d+) ")
 
 
-def env_for(checkout: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(checkout)}
+def env_for(checkout: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(checkout), **extra}
 
 
 def bare_import() -> float:
@@ -45,7 +47,7 @@ def bare_import() -> float:
     return time.monotonic() - start
 
 
-def start_run(checkout: Path, work: Path, max_time: float) -> subprocess.Popen[str]:
+def start_run(checkout: Path, work: Path, max_time: float, **env: str) -> subprocess.Popen[str]:
     corpus = work / "corpus"
     for name in ("seeds", "regressions"):
         if (REPO / "corpus" / name).is_dir():
@@ -53,7 +55,7 @@ def start_run(checkout: Path, work: Path, max_time: float) -> subprocess.Popen[s
     return subprocess.Popen(
         [sys.executable, "-m", "fuzz.cli", "run", "--candidate", "vllm", "--reference", "vllm", "--max-time",
          str(int(max_time)), "--corpus", str(corpus), "--crashes", str(work / "crashes"), "--no-regressions"],
-        cwd=checkout, env=env_for(checkout), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cwd=checkout, env=env_for(checkout, **env), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 def finish_run(proc: subprocess.Popen[str]) -> tuple[float | None, int, str]:
@@ -82,9 +84,10 @@ class Beside:
         self.tmp.cleanup()
 
 
-def measured_run(checkout: Path, max_time: float) -> tuple[float | None, int, str]:
+def measured_run(checkout: Path, max_time: float, nothing_kept: bool = False) -> tuple[float | None, int, str]:
     with tempfile.TemporaryDirectory(prefix="startup-") as tmp:
-        return finish_run(start_run(checkout, Path(tmp), max_time))
+        env = {"GDNFUZZ_CACHE_DIR": str(Path(tmp) / "kept")} if nothing_kept else {}
+        return finish_run(start_run(checkout, Path(tmp), max_time, **env))
 
 
 def main() -> None:
@@ -95,15 +98,18 @@ def main() -> None:
     args = parser.parse_args()
     checkouts = {"after": REPO, **({"before": Path(args.before).resolve()} if args.before else {})}
     rows: dict[tuple[str, str], list[tuple[float | None, int]]] = {}
-    bare: dict[str, list[float]] = {"idle": [], "loaded": []}
+    bare: dict[str, list[float]] = {"idle": [], "idle, nothing kept": [], "loaded": []}
     for round_ in range(args.rounds):
         bare["idle"].append(bare_import())
+        bare["idle, nothing kept"].append(bare["idle"][-1])
         with Beside(args.max_time):
             bare["loaded"].append(bare_import())
         for name, checkout in checkouts.items():
-            first, execs, phases = measured_run(checkout, args.max_time)
-            rows.setdefault((name, "idle"), []).append((first, execs))
-            print(f"round {round_} {name} idle: first input {first}s, {execs} execs; start-up: {phases}", flush=True)
+            for condition in ("idle", "idle, nothing kept"):
+                first, execs, phases = measured_run(checkout, args.max_time, condition != "idle")
+                rows.setdefault((name, condition), []).append((first, execs))
+                print(f"round {round_} {name} {condition}: first input {first}s, {execs} execs; start-up: {phases}",
+                      flush=True)
             with Beside(args.max_time):
                 first, execs, phases = measured_run(checkout, args.max_time)
             rows.setdefault((name, "loaded"), []).append((first, execs))
