@@ -10,8 +10,8 @@ hands the bytes to libFuzzer's own mutator or starts from a fresh scenario.
 
 Under a deep workload profile (``fuzz.search.profiles``), a share (``DEEP_SHARE``) of mutations are the
 profile's own: long outputs drawn from its lengths, decode-time KV pressure, a follow-up that continues
-a conversation after its outputs, an abort in the middle of decoding; fresh scenarios come from its
-generator. ``decode`` never depends on the profile (a stored input means one scenario everywhere).
+a conversation after its outputs, an abort in the middle of decoding; the request-mix mutations draw
+output lengths from it too; fresh scenarios (its ``fresh_rate`` of calls) come from its generator. ``decode`` never depends on the profile (a stored input means one scenario everywhere).
 
 Invariant: every output of ``mutate`` and ``crossover`` decodes to a scenario
 that passes validation; a mutation whose result fails validation is dropped, and so
@@ -44,9 +44,9 @@ from fuzz.search.generate import external_tokens, facts, random_scenario, serial
 from fuzz.search.profiles import DEFAULT_PROFILE, PROFILES, Profile
 
 Mutation = Callable[[Scenario, random.Random], Scenario]
+Outputs = Callable[[random.Random], int]  # how a mutation draws a request's output length
 MUTATIONS: dict[str, Mutation] = {}
 RAW_MUTATION_RATE = 0.1  # share of mutations left to libFuzzer's byte-level mutator
-FRESH_RATE = 0.1  # share replaced by a freshly generated scenario (a generation phase, as Hypothesis has)
 MAX_STEPS = PROFILES[DEFAULT_PROFILE].max_steps  # default bound on a mutation's ``serial_steps`` (``--max-steps``)
 DEEP_SHARE = 0.35  # under a deep profile: share of mutations that are the profile's own
 DEFAULT = PROFILES[DEFAULT_PROFILE]
@@ -118,13 +118,13 @@ def _fresh_id(s: Scenario) -> str:
 
 
 @mutation
-def add_request(s: Scenario, rng: random.Random) -> Scenario:
+def add_request(s: Scenario, rng: random.Random, outputs: Outputs = lambda rng: rng.randint(1, 8)) -> Scenario:
     if len(s.requests) >= 8:
         return s
     parts: list[str | int] = [rng.choice(list(s.segments))] if s.segments and rng.random() < 0.8 else []
     parts.append(rng.choice((rng.randint(1, 64), near_multiple(rng, s.engine.mamba_block_size, 1))))
     arrival = rng.choice((0, max(r.arrival_step for r in s.requests) + rng.randint(0, 8)))
-    new = Request(_fresh_id(s), tuple(parts), arrival, rng.randint(1, 8))
+    new = Request(_fresh_id(s), tuple(parts), arrival, outputs(rng))
     return replace(s, requests=(*s.requests, new))
 
 
@@ -138,23 +138,23 @@ def drop_request(s: Scenario, rng: random.Random) -> Scenario:
 
 
 @mutation
-def follow_up(s: Scenario, rng: random.Random) -> Scenario:
+def follow_up(s: Scenario, rng: random.Random, outputs: Outputs = lambda rng: rng.randint(1, 8)) -> Scenario:
     """A later request extends an earlier one's prompt: a cache hit on the producer's slots."""
     if len(s.requests) >= 8:
         return s
     producer = rng.choice(s.requests)
     tail = rng.choice((rng.randint(1, 64), near_multiple(rng, s.engine.mamba_block_size, 1)))
     new = Request(_fresh_id(s), (*producer.prompt, tail), producer.arrival_step + rng.randint(1, 20),
-                  rng.randint(1, 8))
+                  outputs(rng))
     return replace(s, requests=(*s.requests, new))
 
 
 @mutation
-def multi_turn(s: Scenario, rng: random.Random) -> Scenario:
+def multi_turn(s: Scenario, rng: random.Random, outputs: Outputs = lambda rng: rng.randint(1, 8)) -> Scenario:
     if len(s.requests) >= 8:
         return s
     parent = rng.choice(s.requests)
-    new = Request(_fresh_id(s), (rng.randint(1, 200),), parent.arrival_step, rng.randint(1, 8),
+    new = Request(_fresh_id(s), (rng.randint(1, 200),), parent.arrival_step, outputs(rng),
                   continues=parent.id)
     return replace(s, requests=(*s.requests, new))
 
@@ -200,13 +200,13 @@ def concurrent_prefills(s: Scenario, rng: random.Random) -> Scenario:
 
 
 @mutation
-def change_outputs(s: Scenario, rng: random.Random) -> Scenario:
+def change_outputs(s: Scenario, rng: random.Random, outputs: Outputs = lambda rng: rng.randint(1, 16)) -> Scenario:
     i = _pick(s, rng)
     r = s.requests[i]
     num_spec = s.engine.num_spec_tokens
     accept = tuple(rng.randint(0, num_spec) for _ in range(rng.randint(1, 3))) if num_spec else ()
     abort = r.arrival_step + rng.randint(0, 8) if rng.random() < 0.1 else None
-    return _replace_request(s, i, max_tokens=rng.randint(1, 16), accept=accept, abort_step=abort)
+    return _replace_request(s, i, max_tokens=outputs(rng), accept=accept, abort_step=abort)
 
 
 # ---------------------------------------------------------------- engine knobs: each row's own mutation
@@ -234,14 +234,21 @@ def external_prefix(s: Scenario, rng: random.Random) -> Scenario:
 # ---------------------------------------------------------------- a deep profile's own
 
 
+OUTPUT_DRAWING = (add_request, follow_up, multi_turn, change_outputs)  # they draw outputs as the profile does
+
+
 @functools.cache
 def deep_mutations(profile: Profile) -> dict[str, Mutation]:
-    """The mutations toward ``profile``'s deep states (none for a profile that is not deep)."""
+    """The mutations under ``profile`` (none for a profile that is not deep): the request-mix ones that draw
+    output lengths, drawing them from the profile's lengths, and those toward its deep states."""
     if not profile.deep:
         return {}
 
+    def outputs(rng: random.Random) -> int:
+        return profile.output_tokens(rng)
+
     def long_outputs(s: Scenario, rng: random.Random) -> Scenario:
-        return _replace_request(s, _pick(s, rng), max_tokens=profile.output_tokens(rng))
+        return _replace_request(s, _pick(s, rng), max_tokens=outputs(rng))
 
     def decode_pressure(s: Scenario, rng: random.Random) -> Scenario:
         return under_decode_pressure(rng, s)
@@ -251,7 +258,7 @@ def deep_mutations(profile: Profile) -> dict[str, Mutation]:
             return s
         parent = rng.choice(s.requests)
         tail = rng.choice((rng.randint(1, 64), near_multiple(rng, s.engine.mamba_block_size, 1)))
-        new = Request(_fresh_id(s), (tail,), parent.arrival_step, profile.output_tokens(rng), continues=parent.id)
+        new = Request(_fresh_id(s), (tail,), parent.arrival_step, outputs(rng), continues=parent.id)
         return replace(s, requests=(*s.requests, new))
 
     def abort_mid_decode(s: Scenario, rng: random.Random) -> Scenario:
@@ -259,7 +266,9 @@ def deep_mutations(profile: Profile) -> dict[str, Mutation]:
         r = s.requests[i]
         return _replace_request(s, i, abort_step=r.arrival_step + rng.randint(1, r.max_tokens + 8))
 
-    return {f.__name__: f for f in (long_outputs, decode_pressure, continue_conversation, abort_mid_decode)}
+    drawing = {f.__name__: functools.partial(f, outputs=outputs) for f in OUTPUT_DRAWING}
+    deep = {f.__name__: f for f in (long_outputs, decode_pressure, continue_conversation, abort_mid_decode)}
+    return {**drawing, **deep}
 
 
 # ---------------------------------------------------------------- hooks
@@ -269,6 +278,8 @@ def mutate_scenario(s: Scenario, rng: random.Random, max_steps: int = MAX_STEPS,
     deep = deep_mutations(profile)
     for _ in range(rng.randint(1, 3)):
         pool = deep if deep and rng.random() < DEEP_SHARE else MUTATIONS
+        if pool is MUTATIONS and deep:
+            pool = {**MUTATIONS, **{name: deep[name] for name in MUTATIONS if name in deep}}
         candidate = _valid(pool[rng.choice(sorted(pool))](s, rng), max_steps)
         if candidate is not None:
             s = candidate
@@ -283,7 +294,7 @@ def mutate(data: bytes, max_size: int, seed: int, max_steps: int = MAX_STEPS, pr
         import atheris
 
         return atheris.Mutate(data, max_size)
-    fresh = roll < RAW_MUTATION_RATE + FRESH_RATE
+    fresh = roll < RAW_MUTATION_RATE + profile.fresh_rate
     out = encode(random_scenario(rng, profile) if fresh else mutate_scenario(decode(data), rng, max_steps, profile))
     return out if len(out) <= max_size else data[:max_size]
 

@@ -67,6 +67,7 @@ class Profile:
     prompt_blocks: int = 1  # a fresh prompt tail is up to this many Mamba blocks long
     together: bool = False  # every request arrives at step 0
     max_steps: int = 256  # the bound on a mutation's serial_steps under this profile
+    fresh_rate: float = 0.1  # share of mutations replaced by a fresh scenario (a generation phase, as Hypothesis has)
 
     @property
     def deep(self) -> bool:
@@ -80,13 +81,13 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("default", "the prefill-centred mix: a few requests of 1-8 output tokens"),
     Profile("chat", "chat serving: long-tailed answers, multi-turn follow-ups, preemption after decode",
             OutputLengths(120, 1.2, 2048), most_requests=5, continue_rate=0.35, abort_rate=0.1,
-            pressure_rate=0.5, max_steps=4096),
+            pressure_rate=0.5, max_steps=4096, fresh_rate=0.25),
     Profile("agentic", "long-context agent turns: long prompts, medium answers, chains of follow-ups",
             OutputLengths(80, 1.0, 1024), most_requests=6, continue_rate=0.6, abort_rate=0.05,
-            pressure_rate=0.4, prompt_blocks=6, max_steps=4096),
+            pressure_rate=0.4, prompt_blocks=6, max_steps=4096, fresh_rate=0.25),
     Profile("batch", "offline batches: all at once, medium answers, a tight KV pool",
             OutputLengths(200, 0.8, 1536), most_requests=8, continue_rate=0.05, abort_rate=0.05,
-            pressure_rate=1.0, together=True, max_steps=4096),
+            pressure_rate=1.0, together=True, max_steps=4096, fresh_rate=0.25),
 )}
 DEFAULT_PROFILE = "default"
 
