@@ -202,3 +202,23 @@ def test_hung_step_times_out(engine, tmp_path):
     hang = engine.run(SHORT, resolve_policy(_policy_file(tmp_path, "import time; time.sleep(600)")))
     assert [f.kind for f in hang.faults] == ["hang"]
 
+
+
+def test_a_pool_vllm_sizes_down_runs_only_scenarios_it_holds_whole():
+    """vLLM 0.32.0's engine refuses a KV pool below one max_model_len request and names what it holds; the
+    engine is built with that max_model_len, and a scenario with a longer request is unsupported."""
+    from types import SimpleNamespace
+
+    from workers.engine.session import POOL_HOLDS, too_long_for
+
+    refusal = ("To serve at least one request with the model's max seq len (16384), (0.25 GiB KV cache is needed, "
+               "which is larger than the available KV cache memory (0.02 GiB). Based on the available memory, "
+               "the estimated maximum model length is 1408. Try increasing `gpu_memory_utilization`")
+    assert int(POOL_HOLDS.search(refusal).group(1)) == 1408
+    engine = SimpleNamespace(vllm_config=SimpleNamespace(model_config=SimpleNamespace(max_model_len=1408)))
+    fits = Scenario.from_dict({"gdnfuzz_scenario": 1, "engine": {"num_kv_blocks": 49},
+                               "requests": [{"id": "r0", "prompt": [26], "max_tokens": 326}]})
+    longer = Scenario.from_dict({"gdnfuzz_scenario": 1, "engine": {"num_kv_blocks": 49},
+                                 "requests": [{"id": "r0", "prompt": [26], "max_tokens": 1400}]})
+    assert too_long_for(engine, fits) is None
+    assert "request r0 may hold 1427 tokens" in too_long_for(engine, longer)  # 26 + 1400 + 1 draft slot

@@ -50,7 +50,7 @@ from fuzz.tiers import BaseExecutor
 # 0.004, poisoned 1.3..1.5, tolerance 0.05) decides the engine verdicts and outputs only add evidence.
 OUTPUT_TOLERANCE = 0.15
 DEFAULT_TIMEOUT_S = 300.0
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: workers/ and fuzz/ import from it
 CHILD_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "ERROR"}
 
 
@@ -97,7 +97,7 @@ class EngineExecutor(BaseExecutor):
         env = {**os.environ, **CHILD_ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         self._child = subprocess.Popen(
             [sys.executable, "-c", f"from workers.engine.executor import serve; serve({theirs.fileno()})"],
-            pass_fds=[theirs.fileno()], env=env, cwd=ROOT)
+            pass_fds=[theirs.fileno()], env=env, cwd=os.getcwd())  # policy paths as the user gave them
         theirs.close()
         self._conn = Connection(ours.detach())
 

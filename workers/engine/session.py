@@ -22,7 +22,10 @@ attention hits land on B multiples either way). vLLM raises a block below the si
 attention page holds the Mamba page (32 for the tiny model, see workers.tiny_model); such a B is reported
 unsupported rather than run with another B. ``hash_block_size`` is ``prefix_match_unit`` (partial
 hash hits), ``retention_interval`` is ``prefix_cache_retention_interval``, ``num_kv_blocks`` is
-``num_gpu_blocks_override``. MTP runs on CPU too: workers.engine.cpu_align_kernels stands in for the two
+``num_gpu_blocks_override``. vLLM's engine refuses a pool that cannot hold one ``max_model_len`` request
+and names the longest it can hold; such a pool's engine is built with that ``max_model_len`` (vLLM's own
+figure), and a scenario with a request longer than it is unsupported, never run cut short (the sim's
+scheduler has no such check, and a shorter ``max_model_len`` binds only a request that reaches it). MTP runs on CPU too: workers.engine.cpu_align_kernels stands in for the two
 fused align-mode copy kernels vLLM's CPU platform leaves to Triton.
 
 The state audit: every Mamba block that gets a hash during the run is copied out of its slot right
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -51,7 +55,14 @@ from fuzz.model.drive import Drive
 from fuzz.model.knobs import EngineKnobs, engine_args, scheduler_settings
 from fuzz.model.policies import Policy, contract_checked
 from fuzz.model.result import Chunk, Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus, StepRecord
-from fuzz.model.scenario import MAX_CONTEXT, Request, Scenario, own_prompt_tokens, prompt_tokens
+from fuzz.model.scenario import (
+    MAX_CONTEXT,
+    Request,
+    Scenario,
+    conversation_lengths,
+    own_prompt_tokens,
+    prompt_tokens,
+)
 from workers.engine import cpu_align_kernels
 from workers.engine import state as engine_state
 from workers.engine.state import SlotState
@@ -115,6 +126,19 @@ class EngineKey:
         return self.engine_args.get("mamba_block_size")
 
 
+POOL_HOLDS = re.compile(r"estimated maximum model length is (\d+)")  # vLLM's refusal of a small KV pool
+
+
+def too_long_for(engine: Any, scenario: Scenario) -> str | None:
+    """Why ``engine`` cannot run ``scenario`` whole: a request that would reach its ``max_model_len``."""
+    limit = engine.vllm_config.model_config.max_model_len
+    rid, longest = max(conversation_lengths(scenario).items(), key=lambda kv: kv[1])
+    if longest < limit:
+        return None
+    return (f"request {rid} may hold {longest} tokens, and vLLM's engine with a pool of "
+            f"{scenario.engine.num_kv_blocks} blocks holds requests of at most {limit} (its max_model_len)")
+
+
 def build_engine(key: EngineKey) -> Any:
     """A warm LLMEngine over the tiny model; raises Unsupported if vLLM changes the block size."""
     from vllm import EngineArgs
@@ -136,7 +160,14 @@ def build_engine(key: EngineKey) -> Any:
         cpu_align_kernels.register()
     if not current_platform.is_cpu():
         kwargs["gpu_memory_utilization"] = GPU_MEMORY_FRACTION
-    engine = LLMEngine.from_engine_args(EngineArgs(**kwargs))
+    try:
+        engine = LLMEngine.from_engine_args(EngineArgs(**kwargs))
+    except ValueError as exc:
+        held = POOL_HOLDS.search(str(exc))
+        if held is None or args.get("num_gpu_blocks_override") is None:
+            raise
+        kwargs["max_model_len"] = int(held.group(1))  # the longest request vLLM says this pool holds
+        engine = LLMEngine.from_engine_args(EngineArgs(**kwargs))
     chosen = engine.vllm_config.cache_config.mamba_block_size
     if key.block_size is not None and chosen != key.block_size:
         raise Unsupported(f"mamba_block_size {key.block_size}: the engine raised it to {chosen} so that the "
@@ -404,6 +435,7 @@ class EngineSession:
             key = EngineKey(None) if policy is None else EngineKey.of(scenario.engine)
             if reason is None:
                 engine = self.engine(key)
+                reason = too_long_for(engine, scenario)
         except Unsupported as exc:
             reason = str(exc)
         if reason is not None:
