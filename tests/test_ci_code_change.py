@@ -2,7 +2,8 @@
 
 The repository is built here, as a PR branch would be: ``A`` holds the installed vLLM 0.32.0's files
 (what ``origin/main`` points at), ``B`` puts the pre-#51113 split in (the seed bug), ``R`` (on ``B``)
-reverts it, and ``U`` (on ``B``) changes only a comment. Each PR's work tree is a ``git worktree`` of
+reverts it, ``U`` (on ``B``) changes only a comment, and ``X`` (on ``A``) holds a split that does not
+parse. Each PR's work tree is a ``git worktree`` of
 it; the base is read from git objects. Replay-only (``--fuzz-time 0``) on two corpus files.
 """
 
@@ -54,6 +55,9 @@ def history(tmp_path_factory) -> dict[str, Path | str]:
     request = repo / "vllm" / "v1" / "request.py"
     request.write_text(request.read_text() + "# a comment\n")
     shas["U"] = _commit(repo, "[Misc] A comment in request.py")
+    _git(repo, "checkout", "-q", str(shas["A"]))
+    scheduler.write_text(installed.replace("def _mamba_block_aligned_split(", "def _mamba_block_aligned_split((", 1))
+    shas["X"] = _commit(repo, "[WIP] A split that does not parse")
     _git(repo, "checkout", "-q", "main")
     for name in ("B", "R", "U"):
         _git(repo, "worktree", "add", "-q", "--detach", str(top / f"wt-{name}"), str(shas[name]))
@@ -114,7 +118,7 @@ def test_a_bug_the_base_already_has_is_not_new(tmp_path, corpus, history):  # no
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("base", ["no-such-revision", None])
+@pytest.mark.parametrize("base", ["no-such-revision", None, "X"])
 def test_a_base_git_cannot_give_is_exit_5_with_every_report_written(tmp_path, corpus, history, capsys, base):  # noqa: F811
     out = tmp_path / "out"
     if base is None:  # no upstream branch to take the merge base with
@@ -122,11 +126,13 @@ def test_a_base_git_cannot_give_is_exit_5_with_every_report_written(tmp_path, co
         _git(lonely, "init", "-q", "-b", "main")
         _commit(lonely, "only")
         argv = ["--checkout", str(lonely)]
-    else:
-        argv = ["--checkout", str(history["wt-B"]), "--base", base]
+    else:  # a revision that is not there, or one whose split cannot be loaded
+        argv = ["--checkout", str(history["wt-B"]), "--base", str(history.get(base, base)), "--candidate-mode", "split"]
     assert _ci(corpus, out, *argv) == 5
     assert _results(out) == {}
-    assert (out / "summary.md").read_text().startswith("**gdnfuzz: ERROR**: nothing was judged: the base")
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("**gdnfuzz: ERROR**: nothing was judged: the base")
+    assert {"X": "syntax error", None: "no default upstream branch"}.get(base, "no commit") in summary.splitlines()[0]
     [error] = ET.parse(out / "junit.xml").getroot().findall(".//error")
     assert error.get("type") == "gdnfuzz.infrastructure"
     sarif = json.loads((out / "gdnfuzz.sarif").read_text())
