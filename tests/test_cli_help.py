@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from fuzz.cli import SUBCOMMANDS, build_parser, main
 
@@ -33,3 +37,11 @@ def test_version(capsys):
     except SystemExit as exc:
         assert exc.code == 0
     assert capsys.readouterr().out.startswith("gdnfuzz ")
+
+
+def test_python_dash_m_gdnfuzz_is_the_command(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "gdnfuzz", "--version"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.split()[0]) == (0, "gdnfuzz")
