@@ -21,6 +21,21 @@ def test_replay_exit_codes_and_table(capsys):
     assert row["verdict"] == "diverged" and row["poisoned"] == 1 and row["expectation"] == "ok"
 
 
+def test_replay_takes_a_directory_as_its_json_files_and_names_what_it_skips(tmp_path, capsys):
+    import os
+    import shutil
+
+    shutil.copyfile(seed_case(), tmp_path / "b.json")
+    shutil.copyfile(seed_case(), tmp_path / "a.json")
+    (tmp_path / "notes.txt").write_text("not a scenario")
+    os.mkfifo(tmp_path / "c.json")
+    assert main(["replay", str(tmp_path), "--candidate", "pre-51113", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert [json.loads(line)["file"] for line in captured.out.splitlines()] == [str(tmp_path / "a.json"),
+                                                                                str(tmp_path / "b.json")]
+    assert captured.err.strip() == f"gdnfuzz replay: skipped {tmp_path / 'c.json'}: not a regular file (a FIFO)"
+
+
 def _one_line_error(capsys) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
