@@ -76,6 +76,20 @@ def test_external_tokens_run_on_the_sim_tier_through_the_connector(tmp_path, cap
     assert json.loads(capsys.readouterr().out.strip())["verdict"] == "diverged"
 
 
+def test_run_record_lists_each_signature_once_and_its_summary_says_the_same():
+    from fuzz.cli.run import run_record, run_summary
+    from fuzz.search.libfuzzer import Progress
+
+    progress = Progress(findings=[(1.0, "a", "raw1"), (2.0, "a", "raw2"), (3.0, "b", "raw3")],
+                        saved={"a": (1.5, "crashes/a")}, detected={"b": 3.0, "a": 1.0}, first_input=0.5)
+    record = run_record(progress, 1)
+    assert json.loads(json.dumps(record)) == record
+    assert [(s["signature"], s["count"], s["stored"]) for s in record["signatures"]] == [("a", 2, "crashes/a"),
+                                                                                        ("b", 1, None)]
+    assert run_summary(record).splitlines() == ["first input after 0.5s; 2 signature(s), 1 repeat(s)",
+                                                "     1.0s  a  x2  crashes/a", "     3.0s  b  x1  (not stored)"]
+
+
 def test_gen_writes_valid_scenarios(tmp_path, capsys):
     assert main(["gen", "--seed", "7", "--count", "12", "--out", str(tmp_path)]) == 0
     files = sorted(tmp_path.glob("*.json"))
