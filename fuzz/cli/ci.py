@@ -11,7 +11,7 @@ Two forms:
 
 Exit 0: no signature outside the baseline; 1: one or more new signatures (each is a failing JUnit case,
 a SARIF ``new`` result and a row of the summary); 2: bad input (a corpus file, a baseline file, a
-policy, a checkout the installed vLLM cannot run, or, strict by default, a runner mirror not checked
+policy, in the split-only form a checkout the installed vLLM cannot run, or, strict by default, a runner mirror not checked
 against the installed vLLM); 5: ``--baseline-issues`` could not be read (the API unreachable, an error,
 an answer that is not the API's) while a signature outside the rest of the baseline was found: it may
 be known; in the code-change form, also the base that cannot be read from git (no merge base, a shallow
