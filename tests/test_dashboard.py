@@ -242,3 +242,13 @@ def test_the_dashboard_of_a_running_campaign_shows_its_rate(tmp_path):
     facts = dict(re.findall(r"<div>([^<]+)<b>([^<]+)</b></div>",
                             render_dashboard(read_stats(stats), [], tmp_path, now)))
     assert facts["running for"] == "20s" and facts["exec/s now"] == "4.0"
+
+
+def test_status_json_is_one_object_with_each_actors_latest_row(tmp_path, capsys):
+    path = tmp_path / "stats.jsonl"
+    _campaign(path)
+    assert _cli(["status", "--stats", str(path), "--json"]) == 0
+    [line] = capsys.readouterr().out.splitlines()
+    report = json.loads(line)
+    assert report["stats"] == str(path) and sorted(report["actors"]) == ["fuzzer-0", "fuzzer-1", "verifier-0"]
+    assert sum(row["execs"] for row in report["actors"].values()) == 3800

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -44,9 +45,11 @@ def test_run_saves_a_minimized_bundle_and_regression(tmp_path):
     shutil.copy(seed_case(), corpus / "seeds")
     out = subprocess.run(
         [sys.executable, "-m", "fuzz.cli", "run", "--candidate", "pre-51113", "--runs", "3", "--max-time", "0",
-         "--corpus", str(corpus), "--crashes", str(tmp_path / "crashes"), "--minimize-time", "30"],
+         "--corpus", str(corpus), "--crashes", str(tmp_path / "crashes"), "--minimize-time", "30", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert out.returncode == 1, out.stderr[-2000:]
+    record = json.loads(out.stdout.splitlines()[-1])  # --json: the run ends with one object on stdout
+    assert record["exit_code"] == 1 and "split-eagle-drop-runs-past" in [s["signature"] for s in record["signatures"]]
     bundles = {d.name: load_bundle(d) for d in (tmp_path / "crashes").iterdir() if (d / "verdict.json").exists()}
     # the seed's finding (pre-51113 runs past the stop vLLM makes under EAGLE's block drop), minimized to
     # its one request; a mutation may also find pre-51113's other departure (it never defers)

@@ -118,9 +118,9 @@ def test_replay_of_hostile_files_is_one_line_and_exit_2(tmp_path, capsys, conten
     assert len(err) == 1 and str(bad) in err[0], err
 
 
-def test_replay_of_a_directory_or_an_unreadable_file_is_exit_2(tmp_path, capsys):
+def test_replay_of_a_directory_without_scenarios_is_exit_2(tmp_path, capsys):
     assert main(["replay", str(tmp_path)]) == 2
-    assert "is a directory" in capsys.readouterr().err
+    assert capsys.readouterr().err.strip() == f"gdnfuzz replay: {tmp_path}: no scenario files (*.json) to replay"
 
 
 def test_replay_keeps_the_rows_of_good_files_when_one_is_bad(tmp_path, capsys):

@@ -194,3 +194,12 @@ def test_an_oversized_bundle_that_sorts_first_is_one_line_and_the_rest_are_verif
     out = capsys.readouterr().out
     assert f"aaa-oversized: not verified: {big / 'original.json'}: <file>: larger than" in out
     assert f"{good.name}: fixed (0/1 tries)" in out and "1 fixed, 0 flaky, 0 unverifiable, 1 not verified" in out
+
+
+def test_json_is_one_object_per_bundle_then_the_totals(tmp_path, capsys):
+    crashes = tmp_path / "crashes"
+    bundle = real_bundle(crashes)
+    assert main(["verify-fixed", str(crashes), "--candidate", "pre-51113", "--tries", "1", "--json"]) == 1
+    first, last = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert (first["bundle"], first["record"]["status"], first["failures"]) == (str(bundle), "reproduces", [])
+    assert last["summary"]["reproduces"] == 1 and last["summary"]["not verified"] == 0

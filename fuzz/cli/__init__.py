@@ -31,6 +31,7 @@ from fuzz.cli import (
     status,
     verify_fixed,
 )
+from fuzz.cli.options import Parser
 from fuzz.errors import exit_code_of
 from fuzz.sandbox.scope import deciding
 
@@ -39,7 +40,7 @@ SUBCOMMANDS = (replay, compare, gen, policies, run, minimize, confirm, campaign,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="gdnfuzz", description="Differential fuzzing of vLLM's Mamba/GDN align-mode chunk split.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
                         help="print gdnfuzz's version and exit")

@@ -1,9 +1,14 @@
 """``gdnfuzz bisect BUNDLE --checkout DIR --good REV --bad REV [--fixed] [--mode split|branch]``: the first
-vLLM revision where a finding reproduces (or, with ``--fixed``, stops reproducing), recorded in the bundle."""
+vLLM revision where a finding reproduces (or, with ``--fixed``, stops reproducing), recorded in the bundle.
+
+``--json``: the log goes to stderr and stdout holds one JSON object, ``{"bundle", "field", "record",
+"log"}``: the bundle field written (``regression_range`` or ``fixed_in``) and what was written there."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +23,15 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     """Exit 0 when the range is found and recorded; 2 on bad input (a bundle, a revision, an end that is
     not what it is said to be)."""
     bundle = load_bundle(args.bundle)
+    log = sys.stderr if args.json else sys.stdout
     result = bisect(bundle, Path(args.checkout), args.good, args.bad, args.fixed, args.mode,
-                    lambda line: print(f"bisect: {line}", flush=True))
-    record_range(bundle.path, "fixed_in" if args.fixed else "regression_range", result.to_record())
-    print(f"recorded in {bundle.path / 'verdict.json'}")
+                    lambda line: print(f"bisect: {line}", file=log, flush=True))
+    field = "fixed_in" if args.fixed else "regression_range"
+    record_range(bundle.path, field, result.to_record())
+    print(f"recorded in {bundle.path / 'verdict.json'}", file=log)
+    if args.json:
+        print(json.dumps({"bundle": str(bundle.path), "field": field, "record": result.to_record(),
+                          "log": result.log}, sort_keys=True))
     return ExitCode.CLEAN
 
 
@@ -39,4 +49,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--mode", default="split", choices=MODES,
                    help="split (each revision's split on the installed scheduler) or branch (its whole scheduling "
                         "code, in a process of its own)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object (what was recorded, and the log) on stdout; the log goes to stderr")
     p.set_defaults(func=cmd_bisect)

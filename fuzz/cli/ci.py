@@ -1,11 +1,22 @@
 """``gdnfuzz ci``: the code-change check for a PR (replay the corpus, fuzz for a budget, fail on new signatures).
 
+Two forms:
+- code-change (``--base REV``, or no ``--candidate``): the PR's code as candidate (``--candidate``: the
+  ``--checkout`` work tree by default, overlaid on the installed vLLM as whole-branch mode does; ``vllm``
+  where the installed build is the PR's, as in vLLM's CI) against the base's code read from git objects
+  as reference (``--base``, by default the merge base of HEAD with the default upstream branch); a
+  finding is new only if it does not reproduce on the base (``fuzz.triage.code_change``);
+- split-only (``--candidate CHECKOUT`` without ``--base``): a checkout's split (or whole scheduling code)
+  against ``--reference``, the installed vLLM by default.
+
 Exit 0: no signature outside the baseline; 1: one or more new signatures (each is a failing JUnit case,
 a SARIF ``new`` result and a row of the summary); 2: bad input (a corpus file, a baseline file, a
-policy, a checkout the installed vLLM cannot run, or, strict by default, a runner mirror not checked
+policy, in the split-only form a checkout the installed vLLM cannot run, or, strict by default, a runner mirror not checked
 against the installed vLLM); 5: ``--baseline-issues`` could not be read (the API unreachable, an error,
 an answer that is not the API's) while a signature outside the rest of the baseline was found: it may
-be known. The reports are written in every one of these cases but bad input, and the summary says why.
+be known; in the code-change form, also the base that cannot be read from git (no merge base, a shallow
+clone, a revision that is not there) or a side that cannot be loaded on the installed vLLM. The reports
+are written in every one of these cases but bad input, and the summary says why.
 Everything goes under ``--out`` (``fuzz.triage.ci.CiPaths``).
 """
 
@@ -29,6 +40,7 @@ from fuzz.report.summary import render_summary
 from fuzz.store.atomic import atomic_write
 from fuzz.triage.baseline import read_baseline
 from fuzz.triage.ci import CiPaths, corpus_files, fuzz, replay_corpus
+from fuzz.triage.code_change import SideUnavailable, candidate_policy, checkout_base, ensure_loads
 
 
 def candidate_spec(candidate: str, mode: str) -> str:
@@ -68,19 +80,54 @@ def cmd_ci(args: argparse.Namespace) -> int:
     if args.strict:
         os.environ[STRICT_ENV] = "1"  # this process and every harness worker refuse an unchecked mirror
     paths = CiPaths(Path(args.out))
-    spec = candidate_spec(args.candidate, args.candidate_mode)
+    if args.base is not None or args.candidate is None:
+        return _code_change(args, paths)
+    spec = candidate_spec(args.candidate, args.candidate_mode or "split")
     try:
-        candidate, reference = resolve_policy(spec), resolve_policy(args.reference)
+        candidate, reference = resolve_policy(spec), resolve_policy(args.reference or "vllm")
     except PolicyError as exc:  # the reports still say why nothing ran, then exit 2
-        unloaded = Policy(spec, spec, runs_elsewhere(spec), "not loaded", source=(_source_file(args.candidate), 1))
+        unloaded = _unloaded(spec, args.candidate)
         _write_reports(args, paths, CiReport(unloaded, unloaded, [Case(
             spec, "replay", "policy-not-loadable", "error", str(exc), 0.0)], set(), "no baseline", None))
         raise
+    known = _baseline(args)
+    return _check(args, paths, CiReport(candidate, reference, [], *known), _corpus(args))
+
+
+def _code_change(args: argparse.Namespace, paths: CiPaths) -> int:
+    """The PR's code (``--candidate``, by default the ``--checkout`` work tree) against ``--base`` read
+    from git objects (``fuzz.triage.code_change``); a side that cannot be had is exit 5, reports written."""
+    if args.reference is not None:
+        raise InputError("--reference: in the code-change form the reference is the base (--base)")
+    mode = args.candidate_mode or "branch"
+    typed = args.candidate or args.checkout
+    spec = candidate_spec(typed, mode) if Path(typed).is_dir() else typed
     baseline, source, baseline_error = _baseline(args)
-    files = corpus_files(Path(args.corpus), lambda path, why: print(f"gdnfuzz ci: skipped {path}: {why}",
-                                                                      file=sys.stderr))
-    report = CiReport(candidate, reference, replay_corpus(files, candidate, reference, args.fail_on), baseline, source,
-                      baseline_error)
+    files = _corpus(args)
+    try:
+        base = checkout_base(Path(args.checkout), args.base, paths.out / "base", mode)
+        candidate = candidate_policy(spec)
+        ensure_loads(base.policy, "base", files)
+        ensure_loads(candidate, "candidate", files)
+    except SideUnavailable as exc:
+        print(f"gdnfuzz ci: {exc}", file=sys.stderr)
+        unloaded = _unloaded(spec, typed)
+        report = CiReport(unloaded, unloaded, [], baseline, source, baseline_error, base=args.base, error=str(exc))
+        _write_reports(args, paths, report)
+        return ExitCode.INFRASTRUCTURE
+    report = CiReport(candidate, base.policy, [], baseline, source, baseline_error, base=base.label)
+    return _check(args, paths, report, files)
+
+
+def _corpus(args: argparse.Namespace) -> list[Path]:
+    return corpus_files(Path(args.corpus), lambda path, why: print(f"gdnfuzz ci: skipped {path}: {why}",
+                                                                   file=sys.stderr))
+
+
+def _check(args: argparse.Namespace, paths: CiPaths, report: CiReport, files: list[Path]) -> int:
+    """Replay the corpus, fuzz for the budget, write the reports; the exit code (module docstring)."""
+    candidate, reference = report.candidate, report.reference
+    report.cases = replay_corpus(files, candidate, reference, args.fail_on)
     if args.fuzz_time > 0:
         found, progress = fuzz(Path(args.corpus), paths, candidate, reference, args.fuzz_time, args.jobs, args.seed,
                                args.fail_on, args.minimize_time)
@@ -98,6 +145,11 @@ def cmd_ci(args: argparse.Namespace) -> int:
     return ExitCode.DIVERGED if report.new_signatures else ExitCode.CLEAN
 
 
+def _unloaded(spec: str, typed: str) -> Policy:
+    """A stand-in for a side that could not be loaded, so the reports can still name it."""
+    return Policy(spec, spec, runs_elsewhere(spec), "not loaded", source=(_source_file(typed), 1))
+
+
 def _source_file(candidate: str) -> str:
     """The file a candidate that could not be loaded is read from (its checkout's scheduler, its .py)."""
     checkout = Path(candidate.removeprefix(BRANCH_PREFIX))
@@ -108,7 +160,7 @@ def _write_reports(args: argparse.Namespace, paths: CiPaths, report: CiReport) -
     """JUnit, SARIF and the summary under ``--out``, the summary printed too."""
     mark_new(report)
     paths.out.mkdir(parents=True, exist_ok=True)
-    checkout = Path(args.candidate.removeprefix(BRANCH_PREFIX))
+    checkout = Path((args.candidate or args.checkout).removeprefix(BRANCH_PREFIX))
     root = Path(args.source_root or (checkout if checkout.is_dir() else "."))
     atomic_write(paths.junit, render_junit(report))
     atomic_write(paths.sarif, render_sarif(report, root, package_version()))
@@ -121,13 +173,23 @@ def _write_reports(args: argparse.Namespace, paths: CiPaths, report: CiReport) -
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("ci", help="CI check of a candidate (a PR's vLLM checkout): replay the corpus, fuzz for a "
                                   "budget, fail only on signatures not in the baseline; JUnit, SARIF, markdown")
-    p.add_argument("--candidate", required=True,
-                   help="the policy under test: usually the PR's vLLM checkout directory (see `gdnfuzz policies`)")
-    p.add_argument("--candidate-mode", choices=("split", "branch"), default="split",
-                   help="split (default): only the checkout's Scheduler._mamba_block_aligned_split, on the installed "
-                        "scheduler; branch: the checkout's whole vllm/v1/core, request.py and kv_cache_interface.py "
-                        "in a candidate process of its own")
-    p.add_argument("--reference", default="vllm", help="reference split policy (default vllm, the installed vLLM)")
+    p.add_argument("--candidate",
+                   help="the code under test: a vLLM checkout directory (see `gdnfuzz policies`) or `vllm`, the "
+                        "installed build; without it, the code-change form takes the --checkout work tree")
+    p.add_argument("--candidate-mode", choices=("split", "branch"),
+                   help="split (the split-only form's default): only the checkout's "
+                        "Scheduler._mamba_block_aligned_split, on the installed scheduler; branch (the code-change "
+                        "form's default): the checkout's whole vllm/v1/core, request.py and kv_cache_interface.py in "
+                        "a process of its own. In the code-change form the base is loaded the same way")
+    p.add_argument("--base", metavar="REV",
+                   help="code-change form: the reference is this revision of --checkout, read from git objects "
+                        "(default, when --candidate is not given: the merge base of HEAD with origin/HEAD, "
+                        "upstream/HEAD, origin/main or upstream/main, the first there is); a finding is new only if "
+                        "it does not reproduce on it")
+    p.add_argument("--checkout", default=".", metavar="DIR",
+                   help="code-change form: the vLLM git checkout --base is a revision of (only read; default .)")
+    p.add_argument("--reference",
+                   help="split-only form: reference split policy (default vllm, the installed vLLM)")
     p.add_argument("--corpus", default="corpus",
                    help="committed corpus root, read only: its seeds/ and regressions/ are replayed and seed the fuzzer")
     p.add_argument("--fuzz-time", type=int, default=60, help="seconds of coverage-guided fuzzing after the replay "

@@ -28,14 +28,10 @@ def scenario_files(paths: list[str]) -> list[tuple[str, Scenario]]:
     """Every scenario named, directories expanded to their regular ``*.json`` files (sorted; anything else so
     named, a FIFO say, is skipped with a line on stderr), each validated (a file named that is not a
     regular file is one line, exit 2)."""
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            files += json_input.json_files(p, _skipped)
-        elif p.exists():
-            files.append(p)
-        else:
-            raise InputError(f"{p}: no such file or directory")
+    files = json_input.expand_dirs(paths, _skipped)
+    missing = next((f for f in files if not f.exists()), None)
+    if missing is not None:
+        raise InputError(f"{missing}: no such file or directory")
     return [(str(f), load_scenario(f)[0]) for f in files]
 
 

@@ -11,6 +11,26 @@ from fuzz.oracle.verdict import FailOn, default_fail_on, fail_on_choices, findin
 from fuzz.search.profiles import DEFAULT_PROFILE, PROFILES
 
 
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Every option's default in ``--help``: appended as ``(default: X)`` unless its help already says what
+    the default is, or there is none worth saying (None, False, an empty list: the option's absence)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (not action.option_strings or "default" in text or action.default is argparse.SUPPRESS
+                or action.default is None or action.default is False or action.default == []):
+            return action.help
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """``gdnfuzz``'s parsers: :class:`DefaultsFormatter` unless told otherwise (subcommands inherit it)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+
 def add_policy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--candidate", default="pre-51113",
                    help="split policy under test (default pre-51113; see `gdnfuzz policies`)")

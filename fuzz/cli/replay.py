@@ -1,4 +1,7 @@
-"""``gdnfuzz replay FILE...``: one row per scenario, and the exit code of the whole call.
+"""``gdnfuzz replay FILE_OR_DIR...``: one row per scenario, and the exit code of the whole call.
+
+A directory stands for its regular ``*.json`` files, sorted (``compare`` and ``coverage`` take the same);
+anything else so named there is skipped with a line on stderr.
 
 Rows: file, tier, verdict, whose finding it is (``outcome``: ``new`` for the candidate's own, ``known``
 where the reference is wrong too), its signature, requests resumed, poisoned slots, whether the file's
@@ -12,11 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from fuzz.cli.options import add_deadline_arg, add_fail_on_arg, add_policy_args, apply_deadline, policies_of
 from fuzz.errors import ExitCode, InputError
+from fuzz.model import json_input
 from fuzz.model.policies import Policy
 from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import Scenario, load_scenario
@@ -132,16 +138,24 @@ def _load(name: str) -> Loaded:
         return (name, exc)
 
 
+def _skipped(path: Path, why: str) -> None:
+    print(f"gdnfuzz replay: skipped {path}: {why}", file=sys.stderr)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     apply_deadline(args)
     candidate, reference = policies_of(args)
-    loaded = [_load(name) for name in args.files]  # all are read (and checked) before any runs
+    files = json_input.expand_dirs(args.files, _skipped)
+    if not files:
+        raise InputError(f"{' '.join(args.files)}: no scenario files (*.json) to replay")
+    loaded = [_load(str(path)) for path in files]  # all are read (and checked) before any runs
     return replay_files(loaded, candidate, reference, args.tier, args.json, args.fail_on)
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("replay", help="replay scenarios under a candidate and a reference policy")
-    p.add_argument("files", nargs="+", help="scenario JSON files")
+    p.add_argument("files", nargs="+", metavar="FILE_OR_DIR",
+                   help="scenario JSON files, or directories of them (their regular *.json files, sorted)")
     add_policy_args(p)
     p.add_argument("--tier", default="sim", choices=(*TIERS, BOTH),
                    help=f"where to run them (default sim): {tier_help((*TIERS, BOTH))}")

@@ -1,7 +1,7 @@
 """``gdnfuzz run``: coverage-guided fuzzing with atheris, in worker subprocesses (``fuzz.search.supervisor``).
 
 One line per new signature as it is stored, repeats counted in the status line, and a summary of every
-signature at the end. Exit 1 for a correctness finding or a crashed worker, 4 for efficiency findings
+signature at the end (``--json``: one JSON object instead). Exit 1 for a correctness finding or a crashed worker, 4 for efficiency findings
 only (``--fail-on efficiency|any``), 0 for none. libFuzzer flags pass
 through after ``--`` (``gdnfuzz run -- -max_len=20000``).
 """
@@ -9,6 +9,7 @@ through after ``--`` (``gdnfuzz run -- -max_len=20000``).
 from __future__ import annotations
 
 import argparse
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -45,20 +46,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_merge(merge, args)
     progress = Progress()
     code = run_workers(run_settings(args), progress)
-    print(run_summary(progress))
+    record = run_record(progress, code)
+    print(json.dumps(record, sort_keys=True) if args.json else run_summary(record))
     return code
 
 
-def run_summary(progress: Progress) -> str:
-    """Every signature found, once each: when it was first seen, how often, and where it is stored."""
+def run_record(progress: Progress, code: int) -> dict[str, Any]:
+    """Every signature found, once each, in order of first detection: when, how often, where it is stored
+    (None until the reducer stored it); the exit code and the worker crashes (``--json`` prints this)."""
     counts = Counter(sig for _, sig, _ in progress.findings)
-    first_input = "-" if progress.first_input is None else f"{progress.first_input:.1f}s"
-    startup = progress.startup()
-    lines = [f"first input after {first_input}" + (f" ({startup})" if startup else "")
-             + f"; {len(counts)} signature(s), {sum(counts.values()) - len(counts)} repeat(s)"]
-    for sig, seconds in sorted(progress.detected.items(), key=lambda kv: kv[1]):
-        where = progress.saved.get(sig, (0.0, "(not stored)"))[1]
-        lines.append(f"{seconds:8.1f}s  {sig}  x{counts.get(sig, 1)}  {where}")
+    return {"exit_code": int(code), "first_input_s": progress.first_input, "startup": progress.startup(),
+            "worker_crashes": progress.worker_crashes,
+            "repeats": sum(counts.values()) - len(counts),
+            "signatures": [{"signature": sig, "first_seen_s": seconds, "count": counts.get(sig, 1),
+                            "stored": progress.saved[sig][1] if sig in progress.saved else None}
+                           for sig, seconds in sorted(progress.detected.items(), key=lambda kv: kv[1])]}
+
+
+def run_summary(record: dict[str, Any]) -> str:
+    """:func:`run_record` in lines, for a person."""
+    first = record["first_input_s"]
+    startup = f" ({record['startup']})" if record["startup"] else ""
+    lines = [f"first input after {'-' if first is None else f'{first:.1f}s'}{startup}; "
+             f"{len(record['signatures'])} signature(s), {record['repeats']} repeat(s)"]
+    for found in record["signatures"]:
+        lines.append(f"{found['first_seen_s']:8.1f}s  {found['signature']}  x{found['count']}  "
+                     f"{found['stored'] or '(not stored)'}")
     return "\n".join(lines)
 
 
@@ -78,6 +91,9 @@ def add_parser(sub: Any) -> None:
                    help=f"seconds to minimize each new signature (default {DEFAULT_MINIMIZE_SECONDS:g})")
     add_search_args(p)
     p.add_argument("--no-regressions", action="store_true", help="do not add findings to corpus/regressions")
+    p.add_argument("--json", action="store_true",
+                   help="end with one JSON object (every signature: first seen, count, where stored; the exit "
+                        "code) on stdout instead of the summary lines; the live lines stay on stderr")
     add_merge_args(p)
     p.add_argument("libfuzzer", nargs="*",
                    help="libFuzzer flags, after --; -merge=1 / -set_cover_merge=1 OUT IN... merge corpora "

@@ -1,9 +1,13 @@
 """``gdnfuzz verify-fixed [PATH...] [--candidate P | --checkout DIR --revision REV] [--repo owner/name]``:
-replay every finding against a new build; with ``--repo``, close fixed issues and reopen returning ones."""
+replay every finding against a new build; with ``--repo``, close fixed issues and reopen returning ones.
+
+``--json``: one JSON object per bundle as it is done (``bundle``, ``signature``, ``record``, ``already``,
+``issue``, ``failures``), then one with the totals (``summary``); errors still go to stderr."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from contextlib import nullcontext
@@ -34,20 +38,30 @@ def cmd_verify_fixed(args: argparse.Namespace) -> int:
     where = at_revision(Path(args.checkout), args.revision, args.mode) if args.checkout is not None \
         else nullcontext(from_spec(args.candidate or "vllm"))
     with where as candidate:
-        print(f"verify-fixed: {len(bundles)} bundles against {candidate.label}, {args.tries} tries each")
-        outcomes = verify_store(bundles, candidate, args.tries, args.tier, args.repo, args.api_url, _say)
+        if not args.json:
+            print(f"verify-fixed: {len(bundles)} bundles against {candidate.label}, {args.tries} tries each")
+        outcomes = verify_store(bundles, candidate, args.tries, args.tier, args.repo, args.api_url,
+                                lambda outcome: _say(outcome, args.json))
     counts = {s: sum(o.record is not None and o.record["status"] == s for o in outcomes) for s in VERIFY_STATES}
     unsynced = sum(o.issue_error is not None for o in outcomes)
-    print("verify-fixed: " + ", ".join(f"{n} {s}" for s, n in counts.items())
-          + f", {sum(o.record is None for o in outcomes)} not verified"
-          + (f", {unsynced} issue(s) not brought in line" if args.repo is not None else ""))
+    unverified = sum(o.record is None for o in outcomes)
+    if args.json:
+        print(json.dumps({"summary": {**counts, "not verified": unverified, "candidate": candidate.label,
+                                      **({"issues not brought in line": unsynced} if args.repo else {})}},
+                         sort_keys=True))
+    else:
+        print("verify-fixed: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f", {unverified} not verified"
+              + (f", {unsynced} issue(s) not brought in line" if args.repo is not None else ""))
     return exit_code(outcomes)
 
 
-def _say(outcome: Outcome) -> None:
-    """One line per bundle on stdout (the run's record); each thing that failed for it also on stderr, one
-    line each, so a failure is seen where errors are looked for."""
-    print(describe(outcome))
+def _say(outcome: Outcome, as_json: bool = False) -> None:
+    """One line per bundle on stdout (the run's record: ``describe``, or with ``--json`` its JSON object); each
+    thing that failed for it also on stderr, one line each, so a failure is seen where errors are looked for."""
+    print(json.dumps({"bundle": str(outcome.bundle), "signature": outcome.signature, "record": outcome.record,
+                      "already": outcome.already, "issue": outcome.issue,
+                      "failures": [str(f) for f in outcome.failures]}, sort_keys=True, default=str)
+          if as_json else describe(outcome), flush=True)
     for failure in outcome.failures:
         print(failure, file=sys.stderr)
 
@@ -76,4 +90,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--repo", default=None, metavar="OWNER/NAME",
                    help="close the issues of fixed findings and reopen those of returning ones, once per candidate")
     p.add_argument("--api-url", default=None, help=f"API base URL (default ${API_URL_ENV} or {DEFAULT_API_URL})")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per bundle as it is done, then one with the totals, instead of the lines")
     p.set_defaults(func=cmd_verify_fixed)

@@ -131,6 +131,14 @@ def json_files(directory: Path, skipped: Callable[[Path, str], None]) -> list[Pa
     return found
 
 
+def expand_dirs(paths: list[str], skipped: Callable[[Path, str], None]) -> list[Path]:
+    """Each path as given, in order, a directory replaced by its :func:`json_files` (nothing is opened)."""
+    found: list[Path] = []
+    for path in map(Path, paths):
+        found += json_files(path, skipped) if path.is_dir() else [path]
+    return found
+
+
 def read_text(path: str | Path, fail: Fail, max_bytes: int = MAX_FILE_BYTES) -> str:
     """The file's text, which must be UTF-8 (see :func:`read_bytes` for the file errors)."""
     return _decode(read_bytes(path, fail, max_bytes), fail)

@@ -55,6 +55,24 @@ def resolve(repo: Path, rev: str) -> str:
         raise RevisionError(f"{repo}: no commit {rev!r}") from None
 
 
+UPSTREAM_HEADS = ("refs/remotes/origin/HEAD", "refs/remotes/upstream/HEAD", "refs/remotes/origin/main",
+                  "refs/remotes/upstream/main")  # where the default upstream branch is looked for, in order
+
+
+def default_base(repo: Path) -> str:
+    """The merge base of ``HEAD`` with the default upstream branch: the first of :data:`UPSTREAM_HEADS`
+    that ``repo`` has (``origin/HEAD`` is what ``git clone`` sets to the remote's default branch)."""
+    resolve(repo, "HEAD")
+    for ref in UPSTREAM_HEADS:
+        try:
+            found = resolve(repo, ref)
+        except RevisionError:
+            continue
+        return str(git(repo, "merge-base", "HEAD", found)).strip()
+    raise RevisionError(f"{repo}: no default upstream branch ({', '.join(UPSTREAM_HEADS)}) to take the merge base "
+                        "with; pass --base REV")
+
+
 def subject(repo: Path, sha: str) -> str:
     """The commit's subject line."""
     return str(git(repo, "log", "-1", "--format=%s", sha)).strip()

@@ -5,7 +5,12 @@ is right there (``both-side-*``, ``reference-side-*``: the base build has the bu
 code-change mode skips crashes that reproduce on the base); every other finding is *known*, with the
 reason (:meth:`CiReport.known_because`). When a baseline source could not be read
 (``baseline_error``), a signature outside the baseline that was read is *unchecked*, not new: it may be
-in the part that is missing, so the run is an infrastructure error, not a failure.
+in the part that is missing, so the run is an infrastructure error, not a failure. A run stopped by
+something outside the input and the code under test (``error``: git, a side that cannot be loaded)
+judged nothing; its reports say why and nothing else.
+
+In the code-change form (``base`` set) the reference *is* the base, so "the reference is wrong there
+too" reads "it reproduces on the base" (``fuzz.triage.code_change``).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class CiReport:
     fuzz_seconds: float = 0.0
     fuzz_execs: int = 0
     worker_crashes: int = 0
+    base: str | None = None  # the code-change form's base revision, in words (the reference is its code)
+    error: str | None = None  # what stopped the run before anything was judged (exit 5), in one line
 
     @property
     def signatures(self) -> dict[str, list[Case]]:
@@ -59,7 +66,7 @@ class CiReport:
         if sig in self.baseline:
             return f"in the baseline, {self.baseline_source}"
         if outcome(sig) == "known":
-            return f"{self.reference.spec} is wrong there too"
+            return f"it reproduces on the base {self.base}" if self.base else f"{self.reference.spec} is wrong there too"
         return None
 
     @property

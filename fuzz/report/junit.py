@@ -5,6 +5,8 @@ found while fuzzing, or one passing case when nothing was). Invariant: a case fa
 signature is new (not in the baseline, and the reference right there); a known signature is a skipped
 case that names it and why, and a failure's text carries the verdict and the command that replays it.
 When a baseline source could not be read, such a signature is an error case instead (it may be known).
+A run stopped by infrastructure (``CiReport.error``) has one more suite, ``gdnfuzz.setup``, whose one
+case is an error naming what failed.
 """
 
 from __future__ import annotations
@@ -46,6 +48,17 @@ def _suite(root: ET.Element, index: int, name: str, cases: list[Case], stamp: st
     ET.SubElement(suite, "system-err")
 
 
+def _setup_error(root: ET.Element, error: str, stamp: str) -> None:
+    suite = ET.SubElement(root, "testsuite", name="gdnfuzz.setup", package="gdnfuzz", id="2", timestamp=stamp,
+                          hostname=socket.gethostname() or "localhost", tests="1", failures="0", errors="1",
+                          skipped="0", time="0.000")
+    ET.SubElement(suite, "properties")
+    case = ET.SubElement(suite, "testcase", name="load both sides", classname="gdnfuzz.setup", time="0.000")
+    ET.SubElement(case, "error", message=error, type="gdnfuzz.infrastructure").text = error
+    ET.SubElement(suite, "system-out")
+    ET.SubElement(suite, "system-err")
+
+
 def render_junit(report: CiReport) -> str:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
     root = ET.Element("testsuites")
@@ -55,5 +68,7 @@ def render_junit(report: CiReport) -> str:
              report.fuzz_seconds)]
     _suite(root, 0, "gdnfuzz.replay", replayed, stamp, report.baseline_error)
     _suite(root, 1, "gdnfuzz.fuzz", fuzzed, stamp, report.baseline_error)
+    if report.error is not None:
+        _setup_error(root, report.error, stamp)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -4,7 +4,8 @@ One rule and one result per signature found. Invariant: every result points at t
 source (``fuzz.report.source_location``: the changed file of a whole branch, else the split), carries
 ``baselineState`` ``new`` (level error) or ``unchanged`` (known, level note), a stable
 ``partialFingerprints`` entry (the signature), and the replay command in its message. A baseline that
-could not be read is an unsuccessful invocation with the reason as its notification.
+could not be read, or a run stopped by infrastructure (``CiReport.error``), is an unsuccessful invocation
+with the reason as its notification.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def render_sarif(report: CiReport, source_root: Path, version: str) -> str:
     results: list[dict[str, Any]] = []
     for sig, cases in sorted(report.signatures.items()):
         first = cases[0]
-        new = sig not in report.baseline
+        new = not report.is_known(sig)
         rules.append({"id": sig, "name": "GdnfuzzDivergence",
                       "shortDescription": {"text": f"gdnfuzz signature {sig}"},
                       "fullDescription": {"text": first.summary or sig},
@@ -45,6 +46,8 @@ def render_sarif(report: CiReport, source_root: Path, version: str) -> str:
                 "message": {"text": f"the candidate's {where.what}"}}],
             "partialFingerprints": {"gdnfuzzSignature/v1": sig},
         })
+    problems = [why for why in (report.error, report.baseline_error and
+                                 f"the baseline could not be read: {report.baseline_error}") if why]
     log = {
         "$schema": SCHEMA, "version": "2.1.0",
         "runs": [{
@@ -52,10 +55,8 @@ def render_sarif(report: CiReport, source_root: Path, version: str) -> str:
                                 "informationUri": "https://github.com/vllm-project/vllm", "rules": rules}},
             "originalUriBaseIds": {"SRCROOT": {"uri": source_root.resolve().as_uri() + "/"}},
             "results": results,
-            **({} if report.baseline_error is None else {"invocations": [{
-                "executionSuccessful": False,
-                "toolExecutionNotifications": [{"level": "error", "message": {
-                    "text": f"the baseline could not be read: {report.baseline_error}"}}]}]}),
+            **({"invocations": [{"executionSuccessful": False, "toolExecutionNotifications": [
+                {"level": "error", "message": {"text": why}} for why in problems]}]} if problems else {}),
         }],
     }
     return json.dumps(log, indent=1) + "\n"

@@ -1,6 +1,7 @@
 """``gdnfuzz ci``'s markdown summary, fit for a PR comment or ``$GITHUB_STEP_SUMMARY``.
 
-Invariant: the first line says pass, fail or error (a baseline that could not be read) and why in one sentence; every new signature has a row
+Invariant: the first line says pass, fail or error (a baseline that could not be read, a side that
+could not be loaded) and why in one sentence; every new signature has a row
 with its verdict and the command that replays it; known signatures and what ran are listed after.
 """
 
@@ -20,12 +21,15 @@ def _cell(text: str) -> str:
 def render_summary(report: CiReport, source_root: Path) -> str:
     new, known = report.new_signatures, report.known_signatures
     replayed = [c for c in report.cases if c.phase == "replay"]
-    if report.unchecked:
+    if report.error is not None:
+        head = f"**gdnfuzz: ERROR**: nothing was judged: {_cell(report.error)}"
+    elif report.unchecked:
         head = (f"**gdnfuzz: ERROR**: the baseline could not be read, so {len(new)} signature(s) outside the "
                 "baseline that was read could not be checked")
     else:
         head = f"**gdnfuzz: FAILED**: {len(new)} new signature(s)" if new else "**gdnfuzz: passed**: no new signature"
-    lines = [f"{head} (candidate `{report.candidate.spec}` against `{report.reference.spec}`).", ""]
+    against = f"the base {report.base}, `{report.reference.spec}`" if report.base else f"`{report.reference.spec}`"
+    lines = [f"{head} (candidate `{report.candidate.spec}` against {against}).", ""]
     if report.baseline_error is not None:
         lines += [f"The baseline could not be read: {_cell(report.baseline_error)}", ""]
     if new:

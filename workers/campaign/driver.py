@@ -62,6 +62,7 @@ from workers.campaign.crash_store import CrashStoreActor, raw_signatures, store_
 from workers.campaign.fuzzer import FuzzerActor
 from workers.campaign.liveness import ActorView, ActorWatch, Capacity, ClusterWatch, head_reachable
 from workers.campaign.loopback import is_loopback, use_loopback
+from workers.campaign.ray_output import quiet_ray_output
 from workers.campaign.stats_log import StatsLog
 from workers.campaign.tasks import merge_shared_corpus, verify_fixed_task
 from workers.campaign.verifier import VerifierActor
@@ -151,6 +152,7 @@ class Campaign:
     def _init_ray(self) -> None:
         if is_loopback(self.settings.address):
             use_loopback()
+        quiet_ray_output()
         import ray
 
         if ray.is_initialized():

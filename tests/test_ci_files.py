@@ -1,0 +1,102 @@
+"""The CI files as shipped: the composite action, the workflow that uses it, and the Buildkite step in
+vLLM's ``.buildkite/test-pipeline.yaml`` form.
+
+Nothing here runs them (that needs GitHub's runners and vLLM's Buildkite agents); it checks what can be
+checked on this machine: they parse, their keys are the ones their runners read, every action is pinned,
+gdnfuzz is pinned to this version, SARIF goes to code scanning only where the token can write security
+events, and every ``gdnfuzz ci`` flag they pass is one the real parser takes.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import yaml
+
+from fuzz.cli import build_parser
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTION = ROOT / ".github" / "actions" / "gdnfuzz" / "action.yml"
+WORKFLOW = ROOT / ".github" / "workflows" / "gdnfuzz.yml"
+BUILDKITE = ROOT / "ci" / "buildkite-gdnfuzz.yml"
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+# the keys of a step in vLLM's test-pipeline.yaml that its pipeline generator reads
+VLLM_STEP_KEYS = {"label", "timeout_in_minutes", "working_dir", "source_file_dependencies", "commands", "no_gpu",
+                  "gpu", "num_gpus", "mirror_hardwares", "optional", "fast_check", "torch_nightly", "parallelism"}
+
+
+def _load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def _ci_options() -> set[str]:
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return {s for a in sub.choices["ci"]._actions for s in a.option_strings}
+
+
+def test_the_action_is_composite_with_pinned_actions_and_declared_inputs():
+    action = _load(ACTION)
+    assert action["runs"]["using"] == "composite" and {"name", "description", "inputs"} <= set(action)
+    for step in action["runs"]["steps"]:
+        assert ("run" in step) != ("uses" in step), step
+        if "run" in step:
+            assert step["shell"] == "bash", step.get("name")
+        else:
+            assert re.fullmatch(r"[\w.-]+/[\w./-]+@v\d+", step["uses"]), step["uses"]
+    used = set(re.findall(r"inputs\.([\w-]+)", ACTION.read_text()))
+    assert used == set(action["inputs"])  # every input read is declared, and every one declared is read
+    assert action["outputs"]["exit-code"]["value"] == "${{ steps.ci.outputs.exit-code }}"
+
+
+def test_the_action_installs_gdnfuzz_from_its_own_commit_and_passes_only_flags_ci_takes():
+    steps = {s.get("id") or s["name"]: s for s in _load(ACTION)["runs"]["steps"] if "name" in s or "id" in s}
+    install = next(s for s in steps.values() if "pip install" in s.get("run", ""))
+    assert install["env"]["GDNFUZZ_SRC"] == "${{ github.action_path }}/../../.."
+    assert '"$GDNFUZZ_SRC[cpu,issues]"' in install["run"] and "download.pytorch.org/whl/cpu" in install["run"]
+    script = steps["ci"]["run"]
+    assert "gdnfuzz ci" in script and '"$GDNFUZZ_SRC/corpus"' in script
+    flags = set(re.findall(r"(?<![\w-])(--[a-z-]+|-j)(?= )", script))
+    assert {"--base", "--checkout", "--candidate", "--out"} <= flags <= _ci_options()
+
+
+def test_sarif_goes_to_code_scanning_only_where_the_token_may_write_and_is_always_kept_as_an_artifact():
+    steps = _load(ACTION)["runs"]["steps"]
+    upload = next(s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload-sarif@"))
+    condition = " ".join(upload["if"].split())
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in condition  # not a fork
+    assert "github.actor != 'dependabot[bot]'" in condition and "inputs.upload-sarif == 'always'" in condition
+    artifact = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert artifact["if"] == "always()" and "gdnfuzz.sarif" in artifact["with"]["path"]
+    assert steps[-1]["run"] == 'exit "${STATUS:-5}"'  # the job ends with gdnfuzz's own exit code
+
+
+def test_the_workflow_uses_the_action_at_this_version_with_the_history_the_base_needs():
+    text = WORKFLOW.read_text()
+    workflow = _load(WORKFLOW)
+    assert "GDNFUZZ_VERSION" not in text
+    assert set(workflow[True]) == {"pull_request", "workflow_dispatch"}  # YAML 1.1 reads `on` as true
+    [job] = workflow["jobs"].values()
+    checkout, gdnfuzz = job["steps"]
+    assert checkout["uses"] == "actions/checkout@v4" and checkout["with"]["fetch-depth"] == 0
+    owner_repo, _, ref = gdnfuzz["uses"].partition("@")
+    assert ref == f"v{VERSION}" and owner_repo.endswith("/.github/actions/gdnfuzz")
+    assert (ROOT / owner_repo.split("/", 2)[2] / "action.yml").is_file()
+    assert set(gdnfuzz["with"]) <= set(_load(ACTION)["inputs"])
+    assert workflow["permissions"]["security-events"] == "write"
+
+
+def test_the_buildkite_step_is_in_vllm_test_pipeline_form_scoped_to_the_scheduling_code():
+    [step] = _load(BUILDKITE)["steps"]
+    assert set(step) <= VLLM_STEP_KEYS and {"label", "source_file_dependencies", "commands"} <= set(step)
+    assert step["source_file_dependencies"] == ["vllm/v1/core/", "vllm/model_executor/layers/mamba/",
+                                                "vllm/v1/kv_cache_interface.py"]
+    assert all(isinstance(c, str) for c in step["commands"])
+    assert step["commands"][0] == f"export GDNFUZZ_REF=v{VERSION}"
+    [command] = [c for c in step["commands"] if c.startswith("gdnfuzz ci ")]
+    # Buildkite's `$$` defers a `$` to the agent's shell; the substitutions stand in as plain words
+    argv = shlex.split(re.sub(r"\$\$\([^)]*\)", "REV", command).replace("$$", "$"))
+    args = build_parser().parse_args(argv[1:])
+    assert (args.candidate, args.base, args.checkout) == ("vllm", "REV", ".")  # code-change form, PR build
