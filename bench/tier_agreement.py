@@ -1,9 +1,12 @@
 """Sim and engine agreement on a workload profile's scenarios (issue 25's table): vllm against vllm (a null
 run on both tiers) and a split mutant against vllm (the canary of the deep region, on both tiers).
 
-Usage: ``python bench/tier_agreement.py [--profile chat] [--count 20] [--seed 1] [--mutant SPEC] [--tier engine]``
+Usage: ``python bench/tier_agreement.py [--profile chat] [--count 20] [--seed 1] [--mutant SPEC] [--tier engine]
+[--max-steps N]``
 
-Scenarios come from ``random_scenario`` with the profile (as ``gdnfuzz gen --profile`` writes them). Each
+Scenarios come from ``random_scenario`` with the profile (as ``gdnfuzz gen --profile`` writes them), the
+first ``--count`` whose ``serial_steps`` are at most ``--max-steps`` (the CPU engine takes about a second a
+hundred decode steps; the figure says how many were passed over). Each
 is replayed on the sim and on ``--tier`` with ``--candidate vllm`` and with ``--candidate MUTANT`` (default
 the one-line mutant whose resumed re-prefill of prompt plus outputs is split as prompt-only). Prints, per
 candidate, the count of each (sim verdict, tier verdict) pair and the contradictions: one tier finding a
@@ -26,7 +29,7 @@ from fuzz.errors import ConfigRejected  # noqa: E402
 from fuzz.model.policies import resolve_policy  # noqa: E402
 from fuzz.model.result import VerdictStatus  # noqa: E402
 from fuzz.oracle.differential import replay  # noqa: E402
-from fuzz.search.generate import random_scenario  # noqa: E402
+from fuzz.search.generate import random_scenario, serial_steps  # noqa: E402
 from fuzz.search.profiles import PROFILES  # noqa: E402
 
 DECIDED = (VerdictStatus.CLEAN, VerdictStatus.DIVERGED, VerdictStatus.REGRESSED)
@@ -47,9 +50,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--mutant", default=MUTANT)
     parser.add_argument("--tier", default="engine")
+    parser.add_argument("--max-steps", type=int, default=None, help="pass over longer scenarios (serial_steps)")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    scenarios = [random_scenario(rng, PROFILES[args.profile]) for _ in range(args.count)]
+    scenarios, passed_over = [], 0
+    while len(scenarios) < args.count:
+        scenario = random_scenario(rng, PROFILES[args.profile])
+        if args.max_steps is not None and serial_steps(scenario) > args.max_steps:
+            passed_over += 1
+            continue
+        scenarios.append(scenario)
+    print(f"{args.count} {args.profile} scenarios; {passed_over} longer than --max-steps {args.max_steps} passed over")
     vllm = resolve_policy("vllm")
     for name, candidate in (("vllm", vllm), (args.mutant, resolve_policy(args.mutant))):
         pairs: Counter[tuple[str, str]] = Counter()
