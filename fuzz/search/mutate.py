@@ -274,13 +274,23 @@ def deep_mutations(profile: Profile) -> dict[str, Mutation]:
 # ---------------------------------------------------------------- hooks
 
 
+Pool = tuple[Mutation, ...]  # in the order of their names, which a seeded choice picks from
+
+
+@functools.cache
+def mutation_pools(profile: Profile) -> tuple[Pool, Pool]:
+    """Every mutation (the profile's versions of those it redraws), and the profile's own (empty unless
+    deep); built once per profile, off the mutator's per-input path."""
+    own = deep_mutations(profile)
+    everything = {**MUTATIONS, **{name: own[name] for name in MUTATIONS if name in own}}
+    return tuple(everything[n] for n in sorted(everything)), tuple(own[n] for n in sorted(own))
+
+
 def mutate_scenario(s: Scenario, rng: random.Random, max_steps: int = MAX_STEPS, profile: Profile = DEFAULT) -> Scenario:
-    deep = deep_mutations(profile)
+    everything, own = mutation_pools(profile)
     for _ in range(rng.randint(1, 3)):
-        pool = deep if deep and rng.random() < DEEP_SHARE else MUTATIONS
-        if pool is MUTATIONS and deep:
-            pool = {**MUTATIONS, **{name: deep[name] for name in MUTATIONS if name in deep}}
-        candidate = _valid(pool[rng.choice(sorted(pool))](s, rng), max_steps)
+        pool = own if own and rng.random() < DEEP_SHARE else everything
+        candidate = _valid(rng.choice(pool)(s, rng), max_steps)
         if candidate is not None:
             s = candidate
     return s
