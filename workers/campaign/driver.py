@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from fuzz.errors import StorageError, ToolError
+from fuzz.store.atomic import sweep_leftovers
 from fuzz.store.corpus_merge import list_inputs
 from fuzz.store.stats import CAMPAIGN, CLUSTER, StatsRow
 from workers.campaign.config import CampaignConfig
@@ -415,6 +416,8 @@ class Campaign:
         self._stop(self.verifiers, self.verifier_watch)
         ray.kill(self.crash_store, no_restart=True)
         self.store_watch.mark("stopped")
+        for root in (self.config.crashes, self.config.run.corpus):
+            sweep_leftovers(root)  # every writer has stopped: what a killed one left half-written goes
         self._note_storage(time.time())
         self._write_rows(time.time(), "ended")
         self.write_dashboard()
