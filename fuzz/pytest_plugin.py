@@ -23,6 +23,7 @@ torch), so a project's own test run is unchanged; vLLM is imported only when the
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,8 +153,6 @@ class ScenarioItem(pytest.Item):
         self.add_marker(MARKER)
 
     def runtest(self) -> None:
-        import shlex
-
         from fuzz.model.policies import resolve_policy
         from fuzz.model.scenario import load_scenario
         from fuzz.oracle.differential import replay
