@@ -77,7 +77,7 @@ PromptPart = Annotated[Annotated[str, Strict()] | Annotated[int, Strict(), Field
 # Types named here, not in a class's annotations: a lambda there would not see this module's names.
 Prompt = Annotated[tuple[PromptPart, ...], Says(lambda v: "expected a list of segment names and tail lengths")]
 RequestId = Annotated[str, Strict(), Field(pattern=REQUEST_ID_PATTERN, max_length=64), Says(
-    lambda v: f"expected a short ASCII alphanumeric name (- and _ allowed), got {v!r}")]
+    lambda v: f"expected a short ASCII alphanumeric name (- and _ allowed), got {v!r}", missing=True)]
 Continues = Annotated[Annotated[str, Strict()] | None, Says(lambda v: f"{v!r} is not an earlier request")]
 Accept = Annotated[tuple[Annotated[int, Strict(), Field(ge=0, le=8)], ...],
                    Says(lambda v: "expected a list of integers in [0, 8]")]
@@ -232,7 +232,7 @@ SegmentLength = Annotated[int, Strict(), Field(ge=1, le=MAX_TOKENS_IN_PROMPT), S
     lambda v: "expected a length" if v is None else _int_message(1, MAX_TOKENS_IN_PROMPT)(v))]
 Requests = Annotated[tuple[Annotated[Request, _object_says()], ...], Field(min_length=1, max_length=MAX_REQUESTS), Says(
     lambda v: f"{len(v)} requests; at most {MAX_REQUESTS}" if isinstance(v, list) and len(v) > MAX_REQUESTS
-    else "expected a non-empty list of requests")]
+    else "expected a non-empty list of requests", missing=True)]
 _STATUSES = ", ".join(s.value for s in VerdictStatus)
 Expect = Annotated[dict[str, Annotated[VerdictStatus, Says(lambda v: f"{v!r} is not one of {_STATUSES}")]],
                    _object_says("an object of policy: status")]

@@ -11,8 +11,7 @@ Invariants:
   object's unknown keys come before its fields;
 - the field is the fault's place in dotted form (``requests[2].max_tokens``, ``<top>`` for the value
   itself) and the message is the innermost :class:`Says` on the way there, given the value at its
-  field (None when the field is missing); without one, an unknown key is ``unknown field`` and a
-  missing one ``missing``;
+  field; without one, an unknown key is ``unknown field`` and a missing one ``missing``;
 - a validator (``PlainValidator``, ``AfterValidator``) that raises a :class:`~fuzz.errors.FieldError`
   names its field below the place it validates (``""``: that place itself), with its own message.
 """
@@ -39,9 +38,11 @@ UNKNOWN = ("unexpected_keyword_argument", "extra_forbidden")  # pydantic's unkno
 
 @dataclass(frozen=True)
 class Says:
-    """``Annotated`` metadata: the message of any fault at or under this field, made from its value."""
+    """``Annotated`` metadata: the message of any fault at or under this field, made from its value;
+    ``missing``: a required field that is missing gets it too (made from None), not ``missing``."""
 
     message: Callable[[Any], str]
+    missing: bool = False
 
 
 def validate(schema: type[T] | Any, value: Any, fail: Fail) -> T:
@@ -85,7 +86,7 @@ def _describe(schema: Any, value: Any, error: ErrorDetails) -> tuple[str, str]:
     if error["type"] in UNKNOWN:
         return field_path(error["loc"]), "unknown field"
     loc, says, found = _blame(schema, value, error["loc"])
-    if says is None:
+    if says is None or error["type"] == "missing" and not says.missing:
         return field_path(error["loc"]), "missing" if error["type"] == "missing" else error["msg"]
     return field_path(loc), says.message(found)
 
