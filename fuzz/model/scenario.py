@@ -214,7 +214,7 @@ def load_scenario(path: str | Path) -> tuple[Scenario, dict[str, Any]]:
     path = Path(path)
     data = read_json(path)
     try:
-        scenario = _parse_scenario(data)
+        scenario = _parse_scenario(data, ScenarioFile)
     except ScenarioError as exc:
         raise exc.in_file(path) from None
     return scenario, {k: data[k] for k in ANNOTATION_KEYS if k in data}
@@ -239,32 +239,43 @@ Expect = Annotated[dict[str, Annotated[VerdictStatus, Says(lambda v: f"{v!r} is 
 Text = Annotated[str, Strict(), Says(lambda v: f"expected a string, got {_kind(v)}")]
 
 
-@with_config(ConfigDict(extra="forbid", title="gdnfuzz scenario"))
+@with_config(ConfigDict(extra="forbid"))
 @dataclass(frozen=True, kw_only=True)
-class ScenarioFile:
-    """A scenario file as written (the published JSON Schema, ``docs/scenario.schema.json``): the scenario
-    and its annotations. ``expect`` maps policy specs to verdict statuses; ``note`` and ``origin`` are
-    one-line strings."""
+class ScenarioFields:
+    """A scenario's value as ``Scenario.from_dict`` takes it (FORMAT_VERSION): the annotations may sit
+    beside it unchecked (a fuzzer's input carries what its corpus file carried)."""
 
     gdnfuzz_scenario: Literal[1]  # FORMAT_VERSION
     seed: Int(0, (1 << 63) - 1) = 0
     engine: Engine = field(default_factory=EngineKnobs)
     segments: Annotated[dict[SegmentName, SegmentLength], _object_says()] = field(default_factory=dict)
     requests: Requests
+    expect: Any = None
+    note: Any = None
+    origin: Any = None
+
+
+@with_config(ConfigDict(extra="forbid", title="gdnfuzz scenario"))
+@dataclass(frozen=True, kw_only=True)
+class ScenarioFile(ScenarioFields):
+    """A scenario file as :func:`load_scenario` reads it: the scenario and its annotations (the published
+    JSON Schema, :data:`SCHEMA_FILE`). ``expect`` maps policy specs to verdict statuses; ``note`` and
+    ``origin`` are one-line strings."""
+
     expect: Expect = field(default_factory=dict)
     note: Text = None  # type: ignore[assignment]  # absent: no note (null is refused)
     origin: Text = None  # type: ignore[assignment]
 
 
-def _parse_scenario(data: Any) -> Scenario:
-    """The scenario of a file's value: its format version first (a file of another version is not
+def _parse_scenario(data: Any, form: type[ScenarioFields] = ScenarioFields) -> Scenario:
+    """The scenario of a value of ``form``: its format version first (a file of another version is not
     checked against this one's schema), then the schema, then what refers across fields."""
     if not isinstance(data, Mapping):
         raise ScenarioError("<top>", f"expected a JSON object, got {_kind(data)}")
     version = data.get(FORMAT_KEY)
     if type(version) is not int or version != FORMAT_VERSION:
         raise ScenarioError(FORMAT_KEY, f"expected format version {FORMAT_VERSION}, got {version!r}")
-    file = schema.validate(ScenarioFile, data, ScenarioError)
+    file = schema.validate(form, data, ScenarioError)
     scenario = Scenario(engine=file.engine, segments=file.segments, requests=file.requests, seed=file.seed)
     _check_references(scenario)
     _check_context(scenario)
@@ -290,9 +301,15 @@ def _check_references(scenario: Scenario) -> None:
         known.add(r.id)
 
 
-def scenario_json_schema() -> dict[str, Any]:
-    """The published JSON Schema of a scenario file (``gdnfuzz schema``)."""
-    return schema.json_schema(ScenarioFile)
+SCHEMA_FILE = "docs/scenario.schema.json"  # in the repository: the published copy of scenario_schema_text()
+
+
+def scenario_schema_text() -> str:
+    """The JSON Schema of a scenario file, as published (``gdnfuzz schema``, :data:`SCHEMA_FILE`): what
+    :class:`ScenarioFile` accepts; what it cannot say (segment names a prompt uses exist, ids are unique,
+    ``continues`` names an earlier request, knobs' rules, the context limit) is checked on load."""
+    document = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema.json_schema(ScenarioFile)}
+    return json.dumps(document, indent=1) + "\n"
 
 
 # ---------------------------------------------------------------- the conversation

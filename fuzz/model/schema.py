@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
+import typing_extensions
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -105,7 +106,7 @@ def _blame(tp: Any, value: Any, loc: tuple[str | int, ...]) -> tuple[tuple[str |
         if origin is dict and loc[depth + 1:depth + 2] == ("[key]",):  # a key of the object is at fault
             _, key_says = _unwrap(args[0])
             return (loc[:depth], key_says, key) if key_says else best
-        if dataclasses.is_dataclass(tp) or typing.is_typeddict(tp):
+        if dataclasses.is_dataclass(tp) or typing_extensions.is_typeddict(tp):
             tp = _hints(tp).get(key)
         elif origin in (list, tuple, dict):
             tp = args[-1] if origin is dict else args[0]
@@ -119,7 +120,9 @@ def _unwrap(tp: Any) -> tuple[Any, Says | None]:
     """``tp`` without its ``Annotated`` layers and its ``| None``, and the innermost Says among them."""
     says = None
     while True:
-        if typing.get_origin(tp) is Annotated:
+        if typing.get_origin(tp) in (typing.Required, typing.NotRequired):
+            tp = typing.get_args(tp)[0]
+        elif typing.get_origin(tp) is Annotated:
             says = next((m for m in reversed(tp.__metadata__) if isinstance(m, Says)), says)
             tp = tp.__origin__
         elif typing.get_origin(tp) in (typing.Union, types.UnionType) and type(None) in typing.get_args(tp):
