@@ -87,7 +87,7 @@ def _describe(schema: Any, value: Any, error: ErrorDetails) -> tuple[str, str]:
     if error["type"] in UNKNOWN:
         return field_path(error["loc"]), "unknown field"
     loc, says, found = _blame(schema, value, error["loc"])
-    if says is None or error["type"] == "missing" and not says.missing:
+    if says is None or error["type"] == "missing" and not (says.missing and loc == error["loc"]):
         return field_path(error["loc"]), "missing" if error["type"] == "missing" else error["msg"]
     return field_path(loc), says.message(found)
 
