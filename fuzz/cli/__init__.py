@@ -28,6 +28,7 @@ from fuzz.cli import (
     prune,
     replay,
     run,
+    schema,
     status,
     verify_fixed,
 )
@@ -36,7 +37,7 @@ from fuzz.errors import exit_code_of
 from fuzz.sandbox.scope import deciding
 
 SUBCOMMANDS = (replay, compare, gen, policies, run, minimize, confirm, campaign, status, dashboard, file_issue,
-               coverage, ci, merge, prune, fidelity, verify_fixed, bisect, export_test)
+               coverage, ci, merge, prune, fidelity, verify_fixed, bisect, export_test, schema)
 
 
 def build_parser() -> argparse.ArgumentParser:

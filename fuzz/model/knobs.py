@@ -331,6 +331,21 @@ def parse_engine(data: Mapping[str, Any], fail: Fail) -> EngineKnobs:
     return EngineKnobs(**values)
 
 
+def engine_json_schema() -> dict[str, Any]:
+    """The JSON Schema of an ``engine`` object, from the rows: each knob's type, static bounds and default
+    (the rules between knobs, and bounds that depend on other knobs, are checked by :func:`parse_engine`)."""
+    properties: dict[str, Any] = {}
+    for name, row in KNOBS.items():
+        integer = {"type": "integer", **{key: bound for key, bound in (("minimum", row.lo), ("maximum", row.hi))
+                                         if not callable(bound)}}
+        kind = {"bool": {"type": "boolean"}, "choice": {"enum": list(row.choices)}, "int": integer,
+                "ints": {"type": "array", "items": integer}}[row.kind]
+        default = DEFAULTS[name]
+        properties[name] = {"description": row.doc, **({"anyOf": [kind, {"type": "null"}]} if row.nullable else kind),
+                            "default": list(default) if isinstance(default, tuple) else default}
+    return {"type": "object", "properties": properties, "additionalProperties": False}
+
+
 def engine_to_dict(e: EngineKnobs) -> dict[str, Any]:
     """The ``engine`` object of a file: every knob, less those left out at their default."""
     return {name: list(value) if isinstance(value, tuple) else value

@@ -20,17 +20,19 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 import struct
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import ConfigDict, Field, PlainValidator, Strict, WithJsonSchema, with_config
 
 from fuzz.errors import FieldError
-from fuzz.model import json_input
-from fuzz.model.knobs import EngineKnobs, engine_to_dict, parse_engine
+from fuzz.model import json_input, schema
+from fuzz.model.knobs import EngineKnobs, engine_json_schema, engine_to_dict, parse_engine
 from fuzz.model.result import VerdictStatus
+from fuzz.model.schema import Says
 
 FORMAT_VERSION = 1
 FORMAT_KEY = "gdnfuzz_scenario"
@@ -48,6 +50,40 @@ class ScenarioError(FieldError):
         return ScenarioError(self.field_path, self.message, str(file))
 
 
+MAX_TOKENS_IN_PROMPT = 65_536
+MAX_REQUESTS = 64
+REQUEST_ID_PATTERN = r"^[A-Za-z0-9_-]*[A-Za-z0-9][A-Za-z0-9_-]*$"  # 1 to 64 of these, one of them alphanumeric
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def _int_message(lo: int, hi: int) -> Callable[[Any], str]:
+    return lambda v: f"{v} is outside [{lo}, {hi}]" if type(v) is int else f"expected an integer, got {v!r}"
+
+
+def Int(lo: int, hi: int) -> Any:  # noqa: N802 - a type
+    """An integer field in ``[lo, hi]``, as the scenario format words its faults."""
+    return Annotated[int, Strict(), Field(ge=lo, le=hi), Says(_int_message(lo, hi))]
+
+
+def _object_says(label: str = "a JSON object") -> Says:
+    return Says(lambda v: f"expected {label}, got {_kind(v)}")
+
+
+PromptPart = Annotated[Annotated[str, Strict()] | Annotated[int, Strict(), Field(ge=1, le=MAX_TOKENS_IN_PROMPT)],
+                       Says(lambda v: f"expected a segment name or a length in [1, {MAX_TOKENS_IN_PROMPT}]")]
+# Types named here, not in a class's annotations: a lambda there would not see this module's names.
+Prompt = Annotated[tuple[PromptPart, ...], Says(lambda v: "expected a list of segment names and tail lengths")]
+RequestId = Annotated[str, Strict(), Field(pattern=REQUEST_ID_PATTERN, max_length=64), Says(
+    lambda v: f"expected a short ASCII alphanumeric name (- and _ allowed), got {v!r}", missing=True)]
+Continues = Annotated[Annotated[str, Strict()] | None, Says(lambda v: f"{v!r} is not an earlier request")]
+Accept = Annotated[tuple[Annotated[int, Strict(), Field(ge=0, le=8)], ...],
+                   Says(lambda v: "expected a list of integers in [0, 8]")]
+
+
+@with_config(ConfigDict(extra="forbid"))
 @dataclass(frozen=True)
 class Request:
     """One request. ``prompt`` parts: a segment name (str) or a fresh tail length (int).
@@ -61,16 +97,17 @@ class Request:
     request (attention KV and the Mamba state at that position, as a disaggregated
     prefill node or a CPU offload tier would); the connector offers them rounded down
     to the attention block size, beyond what the local prefix cache already has.
+    The field types are the file format's (``ScenarioFile``).
     """
 
-    id: str
-    prompt: tuple[str | int, ...]
-    arrival_step: int = 0
-    max_tokens: int = 4
-    abort_step: int | None = None
-    continues: str | None = None
-    accept: tuple[int, ...] = ()
-    external_tokens: int = 0
+    id: RequestId
+    prompt: Prompt = ()
+    arrival_step: Int(0, 10_000) = 0
+    max_tokens: Int(1, 4096) = 4
+    abort_step: Int(0, 10_000) | None = None
+    continues: Continues = None
+    accept: Accept = ()
+    external_tokens: Int(0, MAX_TOKENS_IN_PROMPT) = 0
 
 
 @dataclass(frozen=True)
@@ -177,141 +214,102 @@ def load_scenario(path: str | Path) -> tuple[Scenario, dict[str, Any]]:
     path = Path(path)
     data = read_json(path)
     try:
-        scenario = _parse_scenario(data)
-        annotations = parse_annotations(data)
+        scenario = _parse_scenario(data, ScenarioFile)
     except ScenarioError as exc:
         raise exc.in_file(path) from None
-    return scenario, annotations
+    return scenario, {k: data[k] for k in ANNOTATION_KEYS if k in data}
 
 
-def parse_annotations(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The annotations beside a scenario: ``expect`` maps policy specs to verdict statuses
-    (``fuzz.model.result.VerdictStatus`` values), ``note`` and ``origin`` are one-line strings."""
-    annotations = {k: data[k] for k in ANNOTATION_KEYS if k in data}
-    expect = annotations.get("expect", {})
-    if not isinstance(expect, Mapping):
-        raise ScenarioError("expect", f"expected an object of policy: status, got {type(expect).__name__}")
-    statuses = [s.value for s in VerdictStatus]
-    for policy, status in expect.items():
-        if status not in statuses:
-            raise ScenarioError(f"expect.{policy}", f"{status!r} is not one of {', '.join(statuses)}")
-    for key in ("note", "origin"):
-        if key in annotations and not isinstance(annotations[key], str):
-            raise ScenarioError(key, f"expected a string, got {type(annotations[key]).__name__}")
-    return annotations
-
-
-def _int(data: Mapping[str, Any], key: str, where: str, default: Any, lo: int, hi: int) -> Any:
-    value = data.get(key, default)
-    if value is None and default is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ScenarioError(f"{where}{key}", f"expected an integer, got {value!r}")
-    if not lo <= value <= hi:
-        raise ScenarioError(f"{where}{key}", f"{value} is outside [{lo}, {hi}]")
-    return value
-
-
-def _reject_unknown(data: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    for key in data:
-        if key not in allowed:
-            raise ScenarioError(f"{where}{key}", "unknown field")
-
-
-def _object(value: Any, where: str) -> Mapping[str, Any]:
+def _engine(value: Any) -> EngineKnobs:
     if not isinstance(value, Mapping):
-        raise ScenarioError(where or "<top>", f"expected a JSON object, got {type(value).__name__}")
-    return value
+        raise ScenarioError("", f"expected a JSON object, got {_kind(value)}")
+    return parse_engine(value, ScenarioError)
 
 
-MAX_TOKENS_IN_PROMPT = 65_536
-REQUEST_ID_RE = re.compile(r"(?=.*[A-Za-z0-9])[A-Za-z0-9_-]{1,64}")
+Engine = Annotated[EngineKnobs, PlainValidator(_engine), WithJsonSchema(engine_json_schema())]
+SegmentName = Annotated[str, Field(min_length=1), Says(lambda name: f"bad segment name {name!r}")]
+SegmentLength = Annotated[int, Strict(), Field(ge=1, le=MAX_TOKENS_IN_PROMPT), Says(
+    lambda v: "expected a length" if v is None else _int_message(1, MAX_TOKENS_IN_PROMPT)(v))]
+Requests = Annotated[tuple[Annotated[Request, _object_says()], ...], Field(min_length=1, max_length=MAX_REQUESTS), Says(
+    lambda v: f"{len(v)} requests; at most {MAX_REQUESTS}" if isinstance(v, list) and len(v) > MAX_REQUESTS
+    else "expected a non-empty list of requests", missing=True)]
+_STATUSES = ", ".join(s.value for s in VerdictStatus)
+Expect = Annotated[dict[str, Annotated[VerdictStatus, Says(lambda v: f"{v!r} is not one of {_STATUSES}")]],
+                   _object_says("an object of policy: status")]
+Text = Annotated[str, Strict(), Says(lambda v: f"expected a string, got {_kind(v)}")]
 
 
-def _parse_engine(data: Any) -> EngineKnobs:
-    return parse_engine(_object(data, "engine"), lambda knob, message: ScenarioError(f"engine.{knob}", message))
+@with_config(ConfigDict(extra="forbid"))
+@dataclass(frozen=True, kw_only=True)
+class ScenarioFields:
+    """A scenario's value as ``Scenario.from_dict`` takes it (FORMAT_VERSION): the annotations may sit
+    beside it unchecked (a fuzzer's input carries what its corpus file carried)."""
+
+    gdnfuzz_scenario: Literal[1]  # FORMAT_VERSION
+    seed: Int(0, (1 << 63) - 1) = 0
+    engine: Engine = field(default_factory=EngineKnobs)
+    segments: Annotated[dict[SegmentName, SegmentLength], _object_says()] = field(default_factory=dict)
+    requests: Requests
+    expect: Any = None
+    note: Any = None
+    origin: Any = None
 
 
-def _parse_prompt(value: Any, where: str, segments: Mapping[str, int]) -> tuple[str | int, ...]:
-    if not isinstance(value, list):
-        raise ScenarioError(where, "expected a list of segment names and tail lengths")
-    parts: list[str | int] = []
-    for i, part in enumerate(value):
-        if isinstance(part, str):
-            if part not in segments:
-                raise ScenarioError(f"{where}[{i}]", f"unknown segment {part!r}")
-        elif isinstance(part, bool) or not isinstance(part, int) or not 1 <= part <= MAX_TOKENS_IN_PROMPT:
-            raise ScenarioError(f"{where}[{i}]", f"expected a segment name or a length in [1, {MAX_TOKENS_IN_PROMPT}]")
-        parts.append(part)
-    return tuple(parts)
+@with_config(ConfigDict(extra="forbid", title="gdnfuzz scenario"))
+@dataclass(frozen=True, kw_only=True)
+class ScenarioFile(ScenarioFields):
+    """A scenario file as :func:`load_scenario` reads it: the scenario and its annotations (the published
+    JSON Schema, :data:`SCHEMA_FILE`). ``expect`` maps policy specs to verdict statuses; ``note`` and
+    ``origin`` are one-line strings."""
+
+    expect: Expect = field(default_factory=dict)
+    note: Text = None  # type: ignore[assignment]  # absent: no note (null is refused)
+    origin: Text = None  # type: ignore[assignment]
 
 
-def _parse_request(data: Any, index: int, segments: Mapping[str, int], known: set[str]) -> Request:
-    w = f"requests[{index}]."
-    data = _object(data, w[:-1])
-    _reject_unknown(data, set(Request.__dataclass_fields__), w)
-    rid = data.get("id")
-    if not isinstance(rid, str) or not REQUEST_ID_RE.fullmatch(rid):
-        raise ScenarioError(f"{w}id", f"expected a short ASCII alphanumeric name (- and _ allowed), got {rid!r}")
-    if rid in known:
-        raise ScenarioError(f"{w}id", f"duplicate request id {rid!r}")
-    continues = data.get("continues")
-    if continues is not None and (not isinstance(continues, str) or continues not in known):
-        raise ScenarioError(f"{w}continues", f"{continues!r} is not an earlier request")
-    prompt = _parse_prompt(data.get("prompt", []), f"{w}prompt", segments)
-    if not prompt and continues is None:
-        raise ScenarioError(f"{w}prompt", "a request needs at least one prompt part")
-    accept = data.get("accept", [])
-    if not isinstance(accept, list) or any(
-        isinstance(a, bool) or not isinstance(a, int) or not 0 <= a <= 8 for a in accept
-    ):
-        raise ScenarioError(f"{w}accept", "expected a list of integers in [0, 8]")
-    arrival = _int(data, "arrival_step", w, 0, 0, 10_000)
-    abort = _int(data, "abort_step", w, None, 0, 10_000)
-    if abort is not None and abort < arrival:
-        raise ScenarioError(f"{w}abort_step", f"{abort} is before arrival_step {arrival}")
-    return Request(
-        id=rid,
-        prompt=prompt,
-        arrival_step=arrival,
-        max_tokens=_int(data, "max_tokens", w, 4, 1, 4096),
-        abort_step=abort,
-        continues=continues,
-        accept=tuple(accept),
-        external_tokens=_int(data, "external_tokens", w, 0, 0, MAX_TOKENS_IN_PROMPT),
-    )
-
-
-def _parse_scenario(data: Any) -> Scenario:
-    data = _object(data, "")
+def _parse_scenario(data: Any, form: type[ScenarioFields] = ScenarioFields) -> Scenario:
+    """The scenario of a value of ``form``: its format version first (a file of another version is not
+    checked against this one's schema), then the schema, then what refers across fields."""
+    if not isinstance(data, Mapping):
+        raise ScenarioError("<top>", f"expected a JSON object, got {_kind(data)}")
     version = data.get(FORMAT_KEY)
     if type(version) is not int or version != FORMAT_VERSION:
         raise ScenarioError(FORMAT_KEY, f"expected format version {FORMAT_VERSION}, got {version!r}")
-    _reject_unknown(data, {FORMAT_KEY, "seed", "engine", "segments", "requests", *ANNOTATION_KEYS}, "")
-    seed = _int(data, "seed", "", 0, 0, (1 << 63) - 1)
-    engine = _parse_engine(data.get("engine", {}))
-    raw_segments = _object(data.get("segments", {}), "segments")
-    segments: dict[str, int] = {}
-    for name in raw_segments:
-        if not isinstance(name, str) or not name:
-            raise ScenarioError("segments", f"bad segment name {name!r}")
-        segments[name] = _int(raw_segments, name, "segments.", None, 1, MAX_TOKENS_IN_PROMPT)
-        if segments[name] is None:
-            raise ScenarioError(f"segments.{name}", "expected a length")
-    raw_requests = data.get("requests")
-    if not isinstance(raw_requests, list) or not raw_requests:
-        raise ScenarioError("requests", "expected a non-empty list of requests")
-    if len(raw_requests) > 64:
-        raise ScenarioError("requests", f"{len(raw_requests)} requests; at most 64")
-    known: set[str] = set()
-    requests: list[Request] = []
-    for i, raw in enumerate(raw_requests):
-        request = _parse_request(raw, i, segments, known)
-        known.add(request.id)
-        requests.append(request)
-    scenario = Scenario(engine=engine, segments=segments, requests=tuple(requests), seed=seed)
+    file = schema.validate(form, data, ScenarioError)
+    scenario = Scenario(engine=file.engine, segments=file.segments, requests=file.requests, seed=file.seed)
+    _check_references(scenario)
     _check_context(scenario)
     return scenario
+
+
+def _check_references(scenario: Scenario) -> None:
+    """Segment names a prompt uses exist, request ids are unique, ``continues`` names an earlier request."""
+    known: set[str] = set()
+    for i, r in enumerate(scenario.requests):
+        w = f"requests[{i}]."
+        if r.id in known:
+            raise ScenarioError(f"{w}id", f"duplicate request id {r.id!r}")
+        if r.continues is not None and r.continues not in known:
+            raise ScenarioError(f"{w}continues", f"{r.continues!r} is not an earlier request")
+        for j, part in enumerate(r.prompt):
+            if isinstance(part, str) and part not in scenario.segments:
+                raise ScenarioError(f"{w}prompt[{j}]", f"unknown segment {part!r}")
+        if not r.prompt and r.continues is None:
+            raise ScenarioError(f"{w}prompt", "a request needs at least one prompt part")
+        if r.abort_step is not None and r.abort_step < r.arrival_step:
+            raise ScenarioError(f"{w}abort_step", f"{r.abort_step} is before arrival_step {r.arrival_step}")
+        known.add(r.id)
+
+
+SCHEMA_FILE = "docs/scenario.schema.json"  # in the repository: the published copy of scenario_schema_text()
+
+
+def scenario_schema_text() -> str:
+    """The JSON Schema of a scenario file, as published (``gdnfuzz schema``, :data:`SCHEMA_FILE`): what
+    :class:`ScenarioFile` accepts; what it cannot say (segment names a prompt uses exist, ids are unique,
+    ``continues`` names an earlier request, knobs' rules, the context limit) is checked on load."""
+    document = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema.json_schema(ScenarioFile)}
+    return json.dumps(document, indent=1) + "\n"
 
 
 # ---------------------------------------------------------------- the conversation

@@ -49,17 +49,25 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    NotRequired,  # pydantic needs this TypedDict before Python 3.12
+)
+
+from pydantic import Field, Strict
+from typing_extensions import TypedDict
 
 from fuzz.errors import FieldError
-from fuzz.model import json_input
+from fuzz.model import json_input, schema
 from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import Scenario, ScenarioError, load_scenario, pretty_json, scenario_summary
+from fuzz.model.schema import Says
 from fuzz.oracle.finding import Finding, environment
 from fuzz.store.atomic import atomic_write, temporary_name
 
@@ -67,7 +75,7 @@ BUNDLE_FILES = ("scenario.json", "original.json", "verdict.json", "report.md")
 TEST_FILE = "test_regression.py"  # optional: older bundles have none
 CONFIRMED_STATES = ("confirmed", "not confirmed", "inconclusive", None)
 ENVIRONMENT_KEYS = ("vllm", "torch", "device")
-SIGNATURE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+SIGNATURE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 VERIFY_STATES = ("reproduces", "fixed", "flaky", "unverifiable")
 ISSUE_ACTIONS = ("closed", "reopened", "left closed", "none", "no issue")
 BISECT_MODES = ("split", "branch")
@@ -107,18 +115,102 @@ class CrashBundle:
         return self.verdict["environment"]
 
 
-_VERDICT_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
-    # field: (accepted types, may be null)
-    "signature": ((str,), False),
-    "kind": ((str,), False),
-    "summary": ((str,), False),
-    "candidate": ((str,), False),
-    "reference": ((str,), False),
-    "first_request": ((str,), True),
-    "first_step": ((int,), True),
-    "tier": ((str,), False),
-    "environment": ((dict,), False),
-}
+def _expected(name: str, missing: bool = True) -> Says:
+    """``expected str, got 3``: a field of the wrong type (``missing``: or missing, ``got None``)."""
+    return Says(lambda v: f"expected {name}, got {v!r}", missing)
+
+
+def _one_of(states: tuple[str | None, ...]) -> Says:
+    return Says(lambda v: f"expected one of {states}, got {v!r}", missing=True)
+
+
+Str = Annotated[str, Strict(), _expected("str")]
+Int = Annotated[int, Strict(), _expected("int")]
+Given = Annotated[str, Strict(), _expected("str", missing=False)]  # a verdict's own fields: ``missing``
+StrOrNull = Annotated[Annotated[str, Strict()] | None, _expected("str or null")]
+Signature = Annotated[str, Strict(), Field(pattern=SIGNATURE_PATTERN), Says(
+    lambda v: f"{v!r} is not a file-name-safe signature" if isinstance(v, str) else f"expected str, got {v!r}")]
+EnvironmentValue = Annotated[str, Strict(), Says(lambda v: "expected a string", missing=True)]
+Confirmed = Annotated[Literal[CONFIRMED_STATES], _one_of(CONFIRMED_STATES)]
+Hits = Annotated[int, Strict(), Field(ge=0), Says(lambda v: f"expected a count, got {v!r}")]
+Tries = Annotated[int, Strict(), Field(ge=1), Says(
+    lambda v: f"expected at least 1, got {v}" if type(v) is int else f"expected int, got {v!r}", missing=True)]
+
+
+class Environment(TypedDict):
+    """Where the finding was made; more keys allowed (``ENVIRONMENT_KEYS`` come first in reports)."""
+
+    vllm: EnvironmentValue
+    torch: EnvironmentValue
+    device: EnvironmentValue
+
+
+class Verdict(TypedDict):
+    """The fields of ``verdict.json`` every reader relies on, in the order they are checked; other keys
+    are kept as they are. A finding's later life is :class:`Lifecycle`."""
+
+    signature: Signature
+    kind: Given
+    summary: Given
+    candidate: Given
+    reference: Given
+    first_request: Annotated[Annotated[str, Strict()] | None, _expected("str", missing=False)]
+    first_step: Annotated[Annotated[int, Strict()] | None, _expected("int", missing=False)]
+    tier: Given
+    environment: Annotated[Environment, _expected("dict", missing=False)]
+    confirmed: Confirmed
+    hits: NotRequired[Hits]
+
+
+class Counts(TypedDict):
+    """``tries`` and ``hits`` of a verification (``0 <= hits <= tries``: checked beside the schema)."""
+
+    tries: Tries
+    hits: Int
+
+
+class Issue(TypedDict):
+    action: Annotated[Literal[ISSUE_ACTIONS], _one_of(ISSUE_ACTIONS)]
+
+
+class Verification(TypedDict):
+    """One ``verifications`` record; more keys allowed (``canary``, ``signatures``, ``notes``)."""
+
+    status: Annotated[Literal[VERIFY_STATES], _one_of(VERIFY_STATES)]
+    tries: Tries
+    hits: Int
+    candidate: Str
+    issue: NotRequired[Annotated[Issue | None, _expected("dict or null")]]
+
+
+class FixedIn(TypedDict):
+    candidate: Str
+    revision: NotRequired[StrOrNull]
+    subject: NotRequired[StrOrNull]
+    last_bad: NotRequired[StrOrNull]
+
+
+class RegressionRange(TypedDict):
+    first_bad: Str
+    subject: Str
+    last_good: Str
+    checkout: Str
+    mode: Annotated[Literal[BISECT_MODES], _one_of(BISECT_MODES)]
+    skipped: Annotated[list[Any], Strict(), _expected("list")]
+    loaded: Int
+    revisions: Int
+
+
+Record = Annotated[Verification, Says(lambda v: f"expected an object, got {v!r}")]
+
+
+class Lifecycle(TypedDict, total=False):
+    """A finding's later life (module docstring): optional fields, each checked where present."""
+
+    reproducibility: Annotated[Counts | None, _expected("dict")]
+    verifications: Annotated[dict[str, Record] | None, _expected("dict or null")]
+    fixed_in: Annotated[FixedIn | None, _expected("dict or null")]
+    regression_range: Annotated[RegressionRange | None, _expected("dict or null")]
 
 
 def load_verdict(path: str | Path) -> dict[str, Any]:
@@ -127,85 +219,20 @@ def load_verdict(path: str | Path) -> dict[str, Any]:
     data = json_input.read_json(path, failing(path))
     if not isinstance(data, dict):
         raise BundleError(path, "<top>", f"expected a JSON object, got {type(data).__name__}")
-    for key, (types, nullable) in _VERDICT_FIELDS.items():
-        if key not in data:
-            raise BundleError(path, key, "missing")
-        value = data[key]
-        if value is None and nullable:
-            continue
-        if isinstance(value, bool) or not isinstance(value, types):
-            raise BundleError(path, key, f"expected {'/'.join(t.__name__ for t in types)}, got {value!r}")
-    if not SIGNATURE_RE.fullmatch(data["signature"]):
-        raise BundleError(path, "signature", f"{data['signature']!r} is not a file-name-safe signature")
+    schema.validate(Verdict, data, failing(path))
     if "\n" in data["summary"] or not data["summary"].strip():
         raise BundleError(path, "summary", "expected one non-empty line")
-    if data.get("confirmed", "missing") not in CONFIRMED_STATES:
-        raise BundleError(path, "confirmed", f"expected one of {CONFIRMED_STATES}, got {data.get('confirmed')!r}")
-    for key in ENVIRONMENT_KEYS:
-        if not isinstance(data["environment"].get(key), str):
-            raise BundleError(path, f"environment.{key}", "expected a string")
-    hits = data.get("hits", 1)
-    if isinstance(hits, bool) or not isinstance(hits, int) or hits < 0:
-        raise BundleError(path, "hits", f"expected a count, got {hits!r}")
     check_lifecycle(path, data)
     return data
 
 
-# ---------------------------------------------------------------- a finding's later life: the fields
-
-
-def _field(path: Path, data: dict[str, Any], key: str, types: tuple[type, ...], where: str,
-           nullable: bool = False) -> Any:
-    """``data[key]`` if it has one of ``types`` (null too when ``nullable``), else a BundleError at ``where.key``."""
-    value = data.get(key)
-    if value is None and nullable:
-        return None
-    if isinstance(value, bool) and bool not in types or not isinstance(value, types):
-        names = "/".join(t.__name__ for t in types) + (" or null" if nullable else "")
-        raise BundleError(path, f"{where}{key}", f"expected {names}, got {value!r}")
-    return value
-
-
-def _check_counts(path: Path, data: dict[str, Any], where: str) -> None:
-    tries, hits = _field(path, data, "tries", (int,), where), _field(path, data, "hits", (int,), where)
-    if tries < 1:
-        raise BundleError(path, f"{where}tries", f"expected at least 1, got {tries}")
-    if not 0 <= hits <= tries:
-        raise BundleError(path, f"{where}hits", f"expected 0..{tries} (the tries), got {hits}")
-
-
 def check_lifecycle(path: Path, data: dict[str, Any]) -> None:
     """The optional fields of a finding's later life (module docstring), each checked where present."""
-    if data.get("reproducibility") is not None:
-        _check_counts(path, _field(path, data, "reproducibility", (dict,), ""), "reproducibility.")
-    for key, record in (_field(path, data, "verifications", (dict,), "", nullable=True) or {}).items():
-        where = f"verifications.{key}."
-        if not isinstance(record, dict):
-            raise BundleError(path, where.rstrip("."), f"expected an object, got {record!r}")
-        if record.get("status") not in VERIFY_STATES:
-            raise BundleError(path, f"{where}status",
-                              f"expected one of {VERIFY_STATES}, got {record.get('status')!r}")
-        _check_counts(path, record, where)
-        _field(path, record, "candidate", (str,), where)
-        issue = _field(path, record, "issue", (dict,), where, nullable=True)
-        if issue is not None and issue.get("action") not in ISSUE_ACTIONS:
-            raise BundleError(path, f"{where}issue.action",
-                              f"expected one of {ISSUE_ACTIONS}, got {issue.get('action')!r}")
-    fixed = _field(path, data, "fixed_in", (dict,), "", nullable=True)
-    if fixed is not None:
-        _field(path, fixed, "candidate", (str,), "fixed_in.")
-        for key in ("revision", "subject", "last_bad"):
-            _field(path, fixed, key, (str,), "fixed_in.", nullable=True)
-    found = _field(path, data, "regression_range", (dict,), "", nullable=True)
-    if found is not None:
-        for key in ("first_bad", "subject", "last_good", "checkout"):
-            _field(path, found, key, (str,), "regression_range.")
-        if found.get("mode") not in BISECT_MODES:
-            raise BundleError(path, "regression_range.mode",
-                              f"expected one of {BISECT_MODES}, got {found.get('mode')!r}")
-        _field(path, found, "skipped", (list,), "regression_range.")
-        for key in ("loaded", "revisions"):
-            _field(path, found, key, (int,), "regression_range.")
+    schema.validate(Lifecycle, data, failing(path))
+    records = {f"verifications.{key}.": record for key, record in (data.get("verifications") or {}).items()}
+    for where, counts in {"reproducibility.": data.get("reproducibility"), **records}.items():
+        if counts is not None and not 0 <= counts["hits"] <= counts["tries"]:
+            raise BundleError(path, f"{where}hits", f"expected 0..{counts['tries']} (the tries), got {counts['hits']}")
 
 
 def failing(file: Path) -> json_input.Fail:

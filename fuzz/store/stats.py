@@ -33,15 +33,19 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Union
+
+from pydantic import Field, Strict
 
 from fuzz.errors import InputError
-from fuzz.model import json_input
+from fuzz.model import json_input, schema
+from fuzz.model.schema import Says
 
 STATS_ENV = "GDNFUZZ_STATS"
 DEFAULT_STATS_PATH = "stats.jsonl"
@@ -54,11 +58,28 @@ CAMPAIGN_STATES = ("running", "ended", "head-lost")
 STALE_SECONDS = 60.0  # a running campaign whose last row is older than this has stopped reporting
 
 
-_ACCEPTED: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float)}
 # Every number a row carries is a count, a rate or a time since the epoch: none is negative, and
 # these bounds keep a corrupt row from sending the status table or the dashboard's axes to infinity.
 MAX_COUNTER = (1 << 63) - 1
-_LIMIT = {"time": float(1 << 40), "exec_per_s": 1e15}
+
+
+def _number(kind: type, limit: float = MAX_COUNTER) -> Any:
+    """A field of ``kind`` in ``[0, limit]``, with the stats file's messages. A float field takes an
+    integer too, kept as it is; a float is bounded by the largest float not above ``limit`` (pydantic
+    compares a float with the limit rounded to a float: ``2**63`` would pass ``MAX_COUNTER``)."""
+    top = float(limit) if float(limit) <= limit else math.nextafter(float(limit), 0.0)
+    members = [Annotated[int, Strict(), Field(ge=0, le=limit)]]
+    if kind is float:
+        members.append(Annotated[float, Strict(), Field(ge=0, le=top)])
+    kinds = (int, float) if kind is float else (int,)
+    return Annotated[Union[tuple(members)], Says(  # noqa: UP007 - a union built from a list
+        lambda v: f"{v!r} is outside [0, {limit:g}]" if isinstance(v, kinds) and not isinstance(v, bool)
+        else f"expected {kind.__name__}, got {v!r}")]
+
+
+Count, Rate = _number(int), _number(float)
+Time, PerSecond = _number(float, float(1 << 40)), _number(float, 1e15)
+Text = Annotated[str, Strict(), Says(lambda v: f"expected str, got {v!r}")]
 
 
 class StatsError(InputError):
@@ -67,20 +88,23 @@ class StatsError(InputError):
 
 @dataclass(frozen=True)
 class StatsRow:
-    time: float  # seconds since the epoch
-    actor: str
-    execs: int = 0
-    exec_per_s: float = 0.0
-    coverage: int = 0
-    corpus_size: int = 0
-    findings: int = 0
-    verifier_queue: int = 0
-    state: str = ""  # ACTOR_STATES, CAMPAIGN_STATES on the campaign row; "" in files older than it
-    restarts: int = 0
-    nodes: int = 0  # the cluster row: nodes alive, and lost since the campaign started
-    nodes_lost: int = 0
-    cpus: float = 0.0  # the cluster row: CPUs alive, and lost with the nodes that died
-    cpus_lost: float = 0.0
+    """One line of a stats file; the field types are the file format's (keys it does not know are
+    ignored, so an older reader reads a newer file)."""
+
+    time: Time  # seconds since the epoch
+    actor: Text
+    execs: Count = 0
+    exec_per_s: PerSecond = 0.0
+    coverage: Count = 0
+    corpus_size: Count = 0
+    findings: Count = 0
+    verifier_queue: Count = 0
+    state: Text = ""  # ACTOR_STATES, CAMPAIGN_STATES on the campaign row; "" in files older than it
+    restarts: Count = 0
+    nodes: Count = 0  # the cluster row: nodes alive, and lost since the campaign started
+    nodes_lost: Count = 0
+    cpus: Rate = 0.0  # the cluster row: CPUs alive, and lost with the nodes that died
+    cpus_lost: Rate = 0.0
 
     @classmethod
     def now(cls, actor: str, **counters: Any) -> StatsRow:
@@ -93,19 +117,7 @@ class StatsRow:
     def from_dict(cls, data: Any, where: str) -> StatsRow:
         if not isinstance(data, dict):
             raise StatsError(f"{where}: expected a JSON object")
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name not in data:
-                if f.name in ("time", "actor"):
-                    raise StatsError(f"{where}: {f.name}: missing")
-                continue
-            value = data[f.name]
-            if isinstance(value, bool) or not isinstance(value, _ACCEPTED[f.type]):
-                raise StatsError(f"{where}: {f.name}: expected {f.type}, got {value!r}")
-            if f.type != "str" and not 0 <= value <= _LIMIT.get(f.name, MAX_COUNTER):
-                raise StatsError(f"{where}: {f.name}: {value!r} is outside [0, {_LIMIT.get(f.name, MAX_COUNTER):g}]")
-            values[f.name] = value
-        return cls(**values)
+        return schema.validate(cls, data, lambda field, message: StatsError(f"{where}: {field}: {message}"))
 
 
 class StatsWriter:
