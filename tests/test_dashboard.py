@@ -13,6 +13,7 @@ from bundle_fixtures import write_bundle
 
 from fuzz.cli import main
 from fuzz.report.dashboard import MAX_POINTS, nice_ticks, render_dashboard, scan_crashes, time_ticks
+from fuzz.report.status_table import format_table
 from fuzz.store.stats import (
     CAMPAIGN,
     CLUSTER,
@@ -20,7 +21,6 @@ from fuzz.store.stats import (
     StatsReader,
     StatsRow,
     StatsWriter,
-    format_table,
     latest_by_actor,
     read_stats,
     totals,

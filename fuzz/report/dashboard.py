@@ -31,6 +31,7 @@ from typing import Any
 
 from fuzz.errors import FieldError
 from fuzz.model.scenario import read_json
+from fuzz.report.status_table import format_age
 from fuzz.store.atomic import atomic_write
 from fuzz.store.bundle import BundleError, load_verdict
 from fuzz.store.stats import (
@@ -40,7 +41,6 @@ from fuzz.store.stats import (
     TOTAL,
     StatsRow,
     actor_rows,
-    format_age,
     latest_by_actor,
     read_stats,
     totals_over_time,
