@@ -10,6 +10,7 @@ drawn once at the end, so a terminal gets aligned lines too, printed above the b
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -96,8 +97,10 @@ def row_view(names: Sequence[str], tier: str, as_json: bool,
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    # stderr goes above the bar only where it shares the terminal; redirected (2>log) it stays where it was sent
     with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.description}"), console=console, transient=True) as progress:
+                  TextColumn("{task.description}"), console=console, transient=True,
+                  redirect_stderr=sys.stderr.isatty()) as progress:
         upcoming = iter(names)
         task = progress.add_task(next(upcoming, ""), total=len(names))
         header = columns.styled(list(HEADERS))
