@@ -12,6 +12,10 @@ from pathlib import Path
 
 # Ray stays on 127.0.0.1 in every test (workers.campaign.loopback): set before any test module imports Ray.
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# Commands print plain lines here (stdout is captured), whatever colour settings the runner has: rich would take
+# TTY_COMPATIBLE=1 or FORCE_COLOR for a terminal (fuzz.cli.terminal). A test of the terminal's output sets them.
+os.environ.pop("TTY_COMPATIBLE", None)
+os.environ.pop("FORCE_COLOR", None)
 # Kept instrumentation (fuzz.search.coverage_cache) goes to a directory of this session, never the home.
 if "GDNFUZZ_CACHE_DIR" not in os.environ:
     os.environ["GDNFUZZ_CACHE_DIR"] = tempfile.mkdtemp(prefix="gdnfuzz-test-cache-")

@@ -11,20 +11,24 @@ from pathlib import Path
 import pytest
 from bundle_fixtures import write_bundle
 
+from fuzz import package_version
 from fuzz.cli import main
+from fuzz.oracle.finding import environment
 from fuzz.report.dashboard import MAX_POINTS, nice_ticks, render_dashboard, scan_crashes, time_ticks
+from fuzz.report.status_table import format_table
 from fuzz.store.stats import (
     CAMPAIGN,
     CLUSTER,
+    TOTAL,
     StatsError,
     StatsReader,
     StatsRow,
     StatsWriter,
-    format_table,
     latest_by_actor,
     read_stats,
     totals,
 )
+from workers.campaign.resume import CampaignRecord, run_versions, write_record
 
 T0 = 1_700_000_000.0
 
@@ -252,3 +256,71 @@ def test_status_json_is_one_object_with_each_actors_latest_row(tmp_path, capsys)
     report = json.loads(line)
     assert report["stats"] == str(path) and sorted(report["actors"]) == ["fuzzer-0", "fuzzer-1", "verifier-0"]
     assert sum(row["execs"] for row in report["actors"].values()) == 3800
+
+
+def _facts(page: str) -> dict[str, str]:
+    return dict(re.findall(r"<div>([^<]+)<b>([^<]+)</b></div>", page))
+
+
+@pytest.mark.parametrize(("state", "label"), [("ended", "ended"), ("head-lost", "lost its Ray head")])
+def test_a_campaign_that_stopped_is_shown_stopped_with_when_and_for_how_long(tmp_path, state, label):
+    stats = tmp_path / "stats.jsonl"
+    _liveness_campaign(stats, state)
+    facts = _facts(render_dashboard(read_stats(stats), [], tmp_path, T0 + 100))
+    assert facts[label] == "2023-11-14 22:14:00 UTC (60s before this page)"  # the last row, T0 + 40
+    assert facts["ran for"] == "40s" and facts["exec/s average"] == "15.0"
+    assert not {"running for", "exec/s now"} & set(facts)
+
+
+def test_findings_the_reference_shares_are_marked_as_such(tmp_path):
+    crashes = tmp_path / "crashes"
+    write_bundle(crashes, "poisoned-slot.eagle.3f9a")
+    write_bundle(crashes, "reference-side-poison-unaligned-end-no-spec-internal-checkpoint")
+    write_bundle(crashes, "both-side-exception-valueerror-eagle-family-kv-connector")
+    page = render_dashboard([], scan_crashes(crashes), tmp_path, T0)
+    sides = {s: re.search(r'<td class="side ([a-z]+)">([^<]+)</td>', cells).groups()
+             for s, cells in re.findall(r'<tr data-signature="([^"]+)">(.*?)</tr>', page, flags=re.S)}
+    assert sides == {"poisoned-slot.eagle.3f9a": ("candidate", "candidate"),
+                     "reference-side-poison-unaligned-end-no-spec-internal-checkpoint": ("reference", "reference (known)"),
+                     "both-side-exception-valueerror-eagle-family-kv-connector": ("reference", "reference (known)")}
+    assert "the reference policy is wrong there too" in page
+    own = [c for c in scan_crashes(crashes) if c.signature == "poisoned-slot.eagle.3f9a"]
+    assert "the reference policy" not in render_dashboard([], own, tmp_path, T0)  # the legend only where needed
+
+
+def test_one_fuzzers_coverage_line_is_not_hidden_under_the_total(tmp_path):
+    rows = [StatsRow(T0 + i, "fuzzer-0", coverage=10 * i) for i in range(5)]
+    svg = ET.fromstring(re.findall(r"<svg .*?</svg>", render_dashboard(rows, [], tmp_path, T0 + 5), flags=re.S)[0])
+    ns = "{http://www.w3.org/2000/svg}"
+    lines = {p.find(f"{ns}title").text: p for p in svg.iter(f"{ns}polyline")}
+    assert list(lines) == ["fuzzer-0", TOTAL]  # the total is drawn last, over the fuzzer's line
+    assert lines["fuzzer-0"].get("points") == lines[TOTAL].get("points")  # the same line, both drawn:
+    assert lines[TOTAL].get("stroke-dasharray") and not lines["fuzzer-0"].get("stroke-dasharray")  # the total dashed
+    assert lines[TOTAL].get("stroke") != lines["fuzzer-0"].get("stroke")
+    legend = {t.text for t in svg.iter(f"{ns}text")}
+    assert {"fuzzer-0", TOTAL} <= legend
+    assert [x.get("stroke-dasharray") for x in svg.iter(f"{ns}line") if x.get("stroke") == lines[TOTAL].get("stroke")]
+
+
+def test_the_page_names_the_versions_each_run_recorded(tmp_path, capsys):
+    crashes, out = tmp_path / "crashes", tmp_path / "d.html"
+    crashes.mkdir()
+    assert _cli(["dashboard", "--crashes", str(crashes), "--out", str(out)]) == 0
+    assert "vLLM version: not recorded" in out.read_text()
+    versions = {"vllm": "0.32.0", "gdnfuzz": "0.1.0"}
+    record = CampaignRecord({}, (T0,)).with_run(T0 + 1000, versions)  # the first run from before versions
+    write_record(crashes, record)
+    assert _cli(["dashboard", "--crashes", str(crashes), "--out", str(out)]) == 0
+    assert ("Ran against run 1: versions not recorded; run 2: vLLM 0.32.0, gdnfuzz 0.1.0."
+            in out.read_text())
+    write_record(crashes, CampaignRecord({}, (T0,), (versions,)).with_run(T0 + 1000, versions))
+    assert _cli(["dashboard", "--crashes", str(crashes), "--out", str(out)]) == 0
+    assert '<p class="versions">Ran against vLLM 0.32.0, gdnfuzz 0.1.0.</p>' in out.read_text()
+    (crashes / "campaign.json").write_text(json.dumps({"arguments": {}, "runs": [T0], "versions": [{"vllm": 1}]}))
+    assert _cli(["dashboard", "--crashes", str(crashes), "--out", str(out)]) == 2
+    assert "campaign.json: versions: expected at most one object of version strings per run" in capsys.readouterr().err
+
+
+def test_a_run_records_the_versions_it_runs_against():
+    found = run_versions()
+    assert found["vllm"] == environment()["vllm"] and found["gdnfuzz"] == package_version()

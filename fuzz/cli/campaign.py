@@ -13,6 +13,7 @@ the findings were kept) or the Ray head was lost (one line saying what is saved 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,7 @@ def _resumed(args: argparse.Namespace) -> tuple[argparse.Namespace, Any, list[An
 
 def cmd_campaign(args: argparse.Namespace) -> int:
     from workers.campaign.driver import Campaign, DriverSettings
-    from workers.campaign.resume import CampaignRecord, carried_execs, write_record
+    from workers.campaign.resume import CampaignRecord, carried_execs, run_versions, write_record
 
     record, rows = None, []
     if args.resume:
@@ -124,14 +125,15 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         raise InputError(problem)
     config = config_from_args(args, len(record.runs) if record else 0)
     dashboard = Path(args.dashboard) if args.dashboard else config.crashes / "dashboard.html"
-    settings = DriverSettings(address=args.address, stats=Path(args.stats), dashboard=dashboard,
-                              carried=carried_execs(rows))
-    campaign = Campaign(config, settings)
     arguments = {k: v for k, v in vars(args).items() if k not in NOT_ARGUMENTS}
     if record is not None:
         arguments["max_time"] = record.arguments.get("max_time", arguments["max_time"])
     record = CampaignRecord(arguments, ()) if record is None else record
-    write_record(config.crashes, record.with_run(campaign.started))
+    record = record.with_run(time.time(), run_versions())  # this run starts now, on these versions
+    settings = DriverSettings(address=args.address, stats=Path(args.stats), dashboard=dashboard,
+                              carried=carried_execs(rows), versions=record.versions)
+    campaign = Campaign(config, settings)
+    write_record(config.crashes, record)
     summary = campaign.run()
     print(f"campaign: {summary.seconds:.0f}s, {summary.execs} execs, fuzzer restarts {summary.restarts}")
     for seconds, sig, what in summary.events:

@@ -1,4 +1,7 @@
-"""``gdnfuzz dashboard --out FILE.html``: the campaign's static HTML page (plots and findings)."""
+"""``gdnfuzz dashboard --out FILE.html``: the campaign's static HTML page (plots and findings).
+
+The versions the campaign ran against come from its record on the crash store (``campaign.json``, written by
+``gdnfuzz campaign``); a store without one gives a page that says they were not recorded."""
 
 from __future__ import annotations
 
@@ -10,12 +13,15 @@ from typing import Any
 from fuzz.errors import ExitCode
 from fuzz.report.dashboard import write_dashboard
 from fuzz.store.stats import default_stats_path
+from workers.campaign.resume import read_record, record_path
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    """Exit 0; 2 on a corrupt stats file or a ``--stats`` file that does not exist."""
+    """Exit 0; 2 on a corrupt stats file or campaign record, or a ``--stats`` file that does not exist."""
     stats = args.stats or (default_stats_path() if Path(default_stats_path()).exists() else None)
-    print(f"wrote {write_dashboard(stats, args.crashes, args.out, args.compare)}")
+    crashes = Path(args.crashes)
+    versions = read_record(crashes).versions if record_path(crashes).exists() else ()
+    print(f"wrote {write_dashboard(stats, crashes, args.out, args.compare, versions)}")
     return ExitCode.CLEAN
 
 

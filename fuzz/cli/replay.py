@@ -7,20 +7,23 @@ Rows: file, tier, verdict, whose finding it is (``outcome``: ``new`` for the can
 where the reference is wrong too), its signature, requests resumed, poisoned slots, whether the file's
 expectation for this candidate held, and the kind (the headline finding's summary). With ``--tier
 both`` each scenario runs on sim and engine and the row says ``agree`` or ``DISAGREE`` on the poison
-verdict. The exit code counts only the candidate's own findings of the classes ``--fail-on`` counts
+verdict. Each file's rows are printed as soon as that file is done: plain lines under a header in a log or
+a pipe, styled lines above a progress bar on a terminal (:mod:`fuzz.cli.replay_output`). The exit code counts only the candidate's own findings of the classes ``--fail-on`` counts
 (``fuzz.oracle.verdict.outcome``: the policy ``ci`` and the pytest plugin apply too).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from fuzz.cli.options import add_deadline_arg, add_fail_on_arg, add_policy_args, apply_deadline, policies_of
+from fuzz.cli.replay_output import row_view
+from fuzz.cli.terminal import terminal
 from fuzz.errors import ExitCode, InputError
 from fuzz.model import json_input
 from fuzz.model.policies import Policy
@@ -66,19 +69,6 @@ def _row(name: str, tier: str, scenario: Scenario, replayed: Any, expectation: b
     }
 
 
-def _print_table(rows: list[dict[str, Any]]) -> None:
-    headers = ("file", "tier", "verdict", "outcome", "signature", "resumed", "poisoned", "expect", "kind")
-    table = [(r["file"], r["tier"], r["verdict"], r.get("outcome", "-"), r.get("signature", "-"), str(r["resumed"]),
-              str(r["poisoned"]), r["expectation"],
-              r["kind"] + (f"  [{r['agreement']}]" if "agreement" in r else "")
-              + (f"  (costs: {'; '.join(r['efficiency'])})" if r.get("efficiency") and r["verdict"] != "regressed"
-                 else "")) for r in rows]
-    widths = [max(len(h), *(len(t[i]) for t in table)) for i, h in enumerate(headers[:-1])]
-    print("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=False)) + "  kind")
-    for t in table:
-        print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=False)) + "  " + t[-1])
-
-
 def _error_row(name: str, tier: str, error: InputError) -> dict[str, Any]:
     """The row of a file that could not be read or run: the reason in one line, where ``kind`` goes."""
     return {"file": name, "tier": tier, "verdict": "error", "kind": str(error), "error": str(error),
@@ -88,15 +78,11 @@ def _error_row(name: str, tier: str, error: InputError) -> dict[str, Any]:
 Loaded = tuple[str, Scenario, dict[str, Any]] | tuple[str, InputError]
 
 
-def replay_files(loaded: list[Loaded], candidate: Policy, reference: Policy,
-                 tier: str, as_json: bool, fail_on: FailOn | None = None) -> int:
-    """Replay every file and print its rows; a file that failed to load (``(name, error)``) or to run
-    gets an error row, the others keep theirs, and the call then fails with exit 2."""
-    tiers = tiers_of(tier)
-    counted = fail_on or default_fail_on()
-    rows: list[dict[str, Any]] = []
-    errors: list[InputError] = []
-    disagree = False
+def replay_rows(loaded: list[Loaded], candidate: Policy, reference: Policy, tier: str,
+                fail_on: FailOn) -> Iterator[list[dict[str, Any]]]:
+    """Each file's rows, in order, each file's yielded as soon as it is replayed (before the next one runs): a
+    file that failed to load (``(name, error)``) or to run gets an error row; with two tiers both rows say
+    whether the tiers agree."""
     for entry in loaded:
         name = entry[0]
         per_tier = []
@@ -104,12 +90,11 @@ def replay_files(loaded: list[Loaded], candidate: Policy, reference: Policy,
             if len(entry) == 2:
                 raise entry[1]
             _, scenario, notes = entry
-            for t in tiers:
+            for t in tiers_of(tier):
                 replayed = replay(scenario, candidate, reference, t)
                 expectation = check_expectation(notes, candidate, replayed.verdict) if t == "sim" else None
-                per_tier.append(_row(name, t, scenario, replayed, expectation, counted))
+                per_tier.append(_row(name, t, scenario, replayed, expectation, fail_on))
         except InputError as exc:  # a config vLLM rejects, as a malformed file: this file's row says so
-            errors.append(exc)
             per_tier = [_error_row(name, tier, exc)]
         if len(per_tier) == 2:
             sim_row, engine_row = per_tier
@@ -117,16 +102,22 @@ def replay_files(loaded: list[Loaded], candidate: Policy, reference: Policy,
             agree = not comparable or (sim_row["poisoned"] > 0) == (engine_row["poisoned"] > 0)
             for r in per_tier:
                 r["agreement"] = "agree" if agree else "DISAGREE"
-            disagree |= not agree
-        rows += per_tier
-        if as_json:
-            for r in per_tier:
-                print(json.dumps(r, sort_keys=True), flush=True)
-    if not as_json:
-        _print_table(rows)
+        yield per_tier
+
+
+def replay_files(loaded: list[Loaded], candidate: Policy, reference: Policy,
+                 tier: str, as_json: bool, fail_on: FailOn | None = None) -> int:
+    """Replay every file, showing its rows as soon as it is done (:mod:`fuzz.cli.replay_output`); any error row
+    fails the call with exit 2 once every file has been replayed."""
+    rows: list[dict[str, Any]] = []
+    with row_view([entry[0] for entry in loaded], tier, as_json, None if as_json else terminal()) as show:
+        for per_tier in replay_rows(loaded, candidate, reference, tier, fail_on or default_fail_on()):
+            show(per_tier)
+            rows += per_tier
+    errors = [r["error"] for r in rows if "error" in r]
     if errors:
         raise InputError(f"{len(errors)} of {len(loaded)} files could not be replayed (first: {errors[0]})")
-    if disagree:
+    if any(r.get("agreement") == "DISAGREE" for r in rows):
         return ExitCode.TIERS_DISAGREE
     return exit_code_for(r.get("counted", "clean") for r in rows)
 

@@ -1,27 +1,65 @@
 """``gdnfuzz status [--watch S] [--json]``: the campaign's latest stats per actor, with totals.
 
-``--json``: one JSON object per refresh instead of the table, ``{"stats": PATH, "actors": {actor: its
-latest row, as the stats file holds it}}`` (no screen clearing)."""
+Plain lines in a log or a pipe (``--watch``: the table again each refresh, under the time and the file); on a
+terminal a rich table, which ``--watch`` redraws in place. ``--json``: one JSON object per refresh instead of
+the table, ``{"stats": PATH, "actors": {actor: its latest row, as the stats file holds it}}``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict
 from typing import Any
 
+from fuzz.cli.terminal import terminal
 from fuzz.errors import ExitCode, InputError
+from fuzz.report.status_table import format_table, status_renderable
 from fuzz.store.stats import (
     DEFAULT_STATS_PATH,
     STATS_ENV,
     StatsReader,
     StatsRow,
     default_stats_path,
-    format_table,
     latest_by_actor,
 )
+
+Show = Callable[[dict[str, StatsRow], str | None], None]  # the latest rows, or what to say while there are none
+
+
+def _display(args: argparse.Namespace, path: str) -> tuple[AbstractContextManager[Any], Show]:
+    """How each refresh is shown, and the live display it is drawn in (a terminal's ``--watch``)."""
+    if args.json:
+        def show_json(latest: dict[str, StatsRow], _: str | None) -> None:
+            print(json.dumps({"stats": str(path), "actors": {a: asdict(r) for a, r in sorted(latest.items())}},
+                             sort_keys=True), flush=True)
+
+        return nullcontext(), show_json
+    watching = args.watch is not None
+    console = terminal()
+    if console is None:
+        def show_plain(latest: dict[str, StatsRow], waiting: str | None) -> None:
+            text = waiting or format_table(latest, time.time())
+            print(f"{time.strftime('%H:%M:%S')}  {path}\n{text}" if watching else text, flush=True)
+
+        return nullcontext(), show_plain
+    from rich.live import Live
+    from rich.text import Text
+
+    live = Live(console=console, auto_refresh=False) if watching else None
+
+    def show_rich(latest: dict[str, StatsRow], waiting: str | None) -> None:
+        title = f"{time.strftime('%H:%M:%S')}  {path}" if watching else None
+        shown = Text(f"{title}\n{waiting}" if title else waiting) if waiting else \
+            status_renderable(latest, time.time(), title)
+        if live is None:
+            console.print(shown)
+        else:
+            live.update(shown, refresh=True)
+
+    return live or nullcontext(), show_rich
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -31,28 +69,23 @@ def cmd_status(args: argparse.Namespace) -> int:
         raise InputError(f"--watch: expected a positive number of seconds, got {args.watch}")
     reader = StatsReader(path)
     latest: dict[str, StatsRow] = {}
-    clear = "\x1b[H\x1b[2J" if sys.stdout.isatty() and not args.json else ""
-    while True:
-        try:
-            latest.update(latest_by_actor([*latest.values(), *reader.poll()]))
-            text = format_table(latest, time.time()) if latest else f"no stats yet in {path}"
-        except FileNotFoundError:
+    display, show = _display(args, path)
+    with display:
+        while True:
+            try:
+                latest.update(latest_by_actor([*latest.values(), *reader.poll()]))
+                waiting = None if latest else f"no stats yet in {path}"
+            except FileNotFoundError:
+                if args.watch is None:
+                    raise InputError(f"{path}: no such file") from None
+                waiting = f"waiting for {path}"
+            show(latest, waiting)
             if args.watch is None:
-                raise InputError(f"{path}: no such file") from None
-            text = f"waiting for {path}"
-        if args.json:
-            print(json.dumps({"stats": str(path), "actors": {a: asdict(r) for a, r in sorted(latest.items())}},
-                             sort_keys=True), flush=True)
-        elif args.watch is None:
-            print(text)
-        else:
-            print(f"{clear}{time.strftime('%H:%M:%S')}  {path}\n{text}", flush=True)
-        if args.watch is None:
-            return ExitCode.CLEAN
-        try:
-            time.sleep(args.watch)
-        except KeyboardInterrupt:
-            return ExitCode.CLEAN
+                return ExitCode.CLEAN
+            try:
+                time.sleep(args.watch)
+            except KeyboardInterrupt:
+                return ExitCode.CLEAN
 
 
 def add_parser(subparsers: Any) -> None:

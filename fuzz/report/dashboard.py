@@ -14,8 +14,12 @@ Invariants kept here:
   one-line error, rather than stopping the page.
 - The page never shows a rate as current when it is not: once the campaign row says
   ended (or the stats stopped coming) it shows how long the campaign ran, when it
-  stopped and its average exec/s; an actor's state and restarts, and the nodes and
-  CPUs the cluster lost, are shown as the driver wrote them.
+  stopped (a UTC time: the page is static) and its average exec/s; an actor's state
+  and restarts, and the nodes and CPUs the cluster lost, are shown as the driver
+  wrote them.
+- A finding the reference shares (outcome ``known``) is marked as such; the total
+  is drawn dashed over the per-actor lines, so none hides another; the page names
+  the vLLM and gdnfuzz versions each run of the campaign recorded.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from typing import Any
 
 from fuzz.errors import FieldError
 from fuzz.model.scenario import read_json
+from fuzz.oracle.verdict import outcome
+from fuzz.report.status_table import format_age
 from fuzz.store.atomic import atomic_write
 from fuzz.store.bundle import BundleError, load_verdict
 from fuzz.store.stats import (
@@ -40,7 +46,6 @@ from fuzz.store.stats import (
     TOTAL,
     StatsRow,
     actor_rows,
-    format_age,
     latest_by_actor,
     read_stats,
     totals_over_time,
@@ -49,6 +54,7 @@ from fuzz.store.stats import totals as campaign_totals
 
 MAX_POINTS = 400
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f")
+TOTAL_DASH = "7 5"
 WIDTH, HEIGHT = 760, 260
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 64, 150, 38, 36
 
@@ -98,7 +104,9 @@ def _number(value: float) -> str:
 
 
 def line_chart(title: str, series: Series, x_label: Callable[[float], str] = format_age) -> str:
-    """An inline SVG line chart; x is seconds since the campaign's first row unless ``x_label`` says otherwise."""
+    """An inline SVG line chart; x is seconds since the campaign's first row unless ``x_label`` says otherwise.
+    Every series gets its own colour and legend entry; the total is drawn last and dashed, so a line it equals
+    (the coverage of a campaign's one fuzzer, or of its leading one) still shows between its dashes."""
     esc = html.escape
     parts = [
         f'<svg class="plot" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
@@ -137,18 +145,15 @@ def line_chart(title: str, series: Series, x_label: Callable[[float], str] = for
         f'<line x1="{MARGIN_LEFT}" x2="{MARGIN_LEFT + plot_w}" y1="{MARGIN_TOP + plot_h}" '
         f'y2="{MARGIN_TOP + plot_h}" stroke="#888"/>'
     )
-    for i, (name, pts) in enumerate(series.items()):
+    for i, (name, pts) in enumerate(sorted(series.items(), key=lambda item: item[0] == TOTAL)):
         colour = PALETTE[i % len(PALETTE)]
         coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in _thin(sorted(pts), (x_lo, x_hi)))
-        width = 2.5 if name == TOTAL else 1.5
-        parts.append(
-            f'<polyline fill="none" stroke="{colour}" stroke-width="{width}" points="{coords}">'
-            f"<title>{esc(name)}</title></polyline>"
-        )
+        stroke = f'stroke="{colour}" stroke-width="2"' + (f' stroke-dasharray="{TOTAL_DASH}"' if name == TOTAL else "")
+        parts.append(f'<polyline fill="none" {stroke} points="{coords}"><title>{esc(name)}</title></polyline>')
         ly = MARGIN_TOP + 6 + 16 * i
         parts.append(
-            f'<rect x="{WIDTH - MARGIN_RIGHT + 12}" y="{ly - 8}" width="10" height="10" fill="{colour}"/>'
-            f'<text x="{WIDTH - MARGIN_RIGHT + 28}" y="{ly + 1}">{esc(name)}</text>'
+            f'<line x1="{WIDTH - MARGIN_RIGHT + 8}" x2="{WIDTH - MARGIN_RIGHT + 24}" y1="{ly - 3}" y2="{ly - 3}" '
+            f'{stroke}/><text x="{WIDTH - MARGIN_RIGHT + 28}" y="{ly + 1}">{esc(name)}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -215,12 +220,16 @@ def _issue_url(path: Path) -> str | None:
     return url if isinstance(url, str) and url.startswith("https://") else None
 
 
+REFERENCE_SIDE = "reference (known)"  # a signature the reference shares: not the candidate's own
+
+
 def _crash_table(rows: list[CrashRow], page_dir: Path) -> str:
     if not rows:
         return "<p>No findings yet.</p>"
     esc = html.escape
     head = "".join(
-        f"<th>{h}</th>" for h in ("signature", "kind", "summary", "tier", "confirmed", "candidate / reference", "issue")
+        f"<th>{h}</th>" for h in ("signature", "wrong side", "kind", "summary", "tier", "confirmed",
+                                  "candidate / reference", "issue")
     )
     lines = [f'<table class="crashes"><thead><tr>{head}</tr></thead><tbody>']
     for row in rows:
@@ -229,18 +238,23 @@ def _crash_table(rows: list[CrashRow], page_dir: Path) -> str:
             href = esc(Path(os.path.relpath(row.report.resolve(), page_dir.resolve())).as_posix())
             name = f'<a href="{href}">{name}</a>'
         if row.verdict is None:
-            lines.append(f'<tr class="bad"><td>{name}</td><td colspan="6">{esc(row.error or "")}</td></tr>')
+            lines.append(f'<tr class="bad"><td>{name}</td><td colspan="7">{esc(row.error or "")}</td></tr>')
             continue
         v = row.verdict
         confirmed = v.get("confirmed") or "pending"
         issue = f'<a href="{esc(row.issue_url)}">filed</a>' if row.issue_url else ""
+        side, label = ("reference", REFERENCE_SIDE) if outcome(row.signature) == "known" else ("candidate",) * 2
         lines.append(
-            f'<tr data-signature="{esc(row.signature)}"><td>{name}</td><td>{esc(v["kind"])}</td>'
+            f'<tr data-signature="{esc(row.signature)}"><td>{name}</td>'
+            f'<td class="side {side}">{label}</td><td>{esc(v["kind"])}</td>'
             f"<td>{esc(v['summary'])}</td><td>{esc(v['tier'])}</td>"
             f'<td class="state {esc(confirmed.replace(" ", "-"))}">{esc(confirmed)}</td>'
             f"<td><code>{esc(v['candidate'])}</code> / <code>{esc(v['reference'])}</code></td><td>{issue}</td></tr>"
         )
     lines.append("</tbody></table>")
+    if any(outcome(row.signature) == "known" for row in rows):
+        lines.append(f'<p class="legend"><span class="side reference">{REFERENCE_SIDE}</span>: the reference policy '
+                     "is wrong there too (a bug of the base, reported, never failing the candidate).</p>")
     return "\n".join(lines)
 
 
@@ -259,6 +273,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 table.crashes td:first-child { white-space: nowrap; }
 .state.confirmed { color: #b00; font-weight: 600; } .state.not-confirmed { color: #777; }
 .state.inconclusive { color: #a60; } tr.bad td { color: #b00; }
+td.side.reference, .legend .side.reference { color: #777; font-style: italic; }
+tr:has(td.side.reference) td { color: #777; } p.versions { color: #555; }
 .actor-state.dead, .actor-state.unreachable { color: #b00; font-weight: 600; } .actor-state.restarting { color: #a60; }
 """
 
@@ -295,9 +311,27 @@ def run_facts(rows: Sequence[StatsRow], latest: dict[str, StatsRow], now: float)
     reporting = now - (campaign.time if campaign else last) <= STALE_SECONDS
     if not rows or reporting and (campaign is None or campaign.state == "running"):
         return [("running for", format_age(span)), ("exec/s now", f"{total.exec_per_s:,.1f}")]
-    state = {"ended": "ended", "head-lost": "lost its Ray head"}.get(campaign.state if campaign else "", "no report")
-    return [("ran for", format_age(span)), (state, f"{format_age(now - last)} ago"),
+    state = {"ended": "ended", "head-lost": "lost its Ray head"}.get(campaign.state if campaign else "",
+                                                                     "last report")
+    return [("ran for", format_age(span)), (state, f"{_utc(last)} ({format_age(now - last)} before this page)"),
             ("exec/s average", f"{total.execs / span if span else 0.0:,.1f}")]
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+
+
+def versions_line(versions: Sequence[dict[str, str]]) -> str:
+    """What the campaign ran against (``campaign.json``'s ``versions``, one per run): vLLM first, then gdnfuzz
+    and the rest; each run is named only where the runs differ, and a run that recorded nothing says so."""
+    if not any(versions):
+        return "vLLM version: not recorded (the campaign's crashes/campaign.json names none)"
+    named = [f"vLLM {found.get('vllm', 'not recorded')}"
+             + "".join(f", {name} {v}" for name, v in found.items() if name != "vllm") if found
+             else "versions not recorded" for found in versions]
+    if len(set(named)) == 1:
+        return f"Ran against {named[0]}."
+    return "Ran against " + "; ".join(f"run {i}: {words}" for i, words in enumerate(named, 1)) + "."
 
 
 def cluster_facts(latest: dict[str, StatsRow]) -> list[tuple[str, str]]:
@@ -329,9 +363,10 @@ def compare_section(compare: dict[str, Any]) -> list[str]:
 
 
 def render_dashboard(rows: Sequence[StatsRow], crashes: list[CrashRow], page_dir: Path, now: float,
-                     compare: dict[str, Any] | None = None) -> str:
+                     compare: dict[str, Any] | None = None, versions: Sequence[dict[str, str]] = ()) -> str:
     """The whole page as one string; links are relative to ``page_dir``, ages to ``now``; ``compare``
-    (a ``gdnfuzz compare --json`` report) adds the A/B cost plots."""
+    (a ``gdnfuzz compare --json`` report) adds the A/B cost plots; ``versions`` (one per run of the campaign)
+    name what it ran against."""
     latest = latest_by_actor(rows)
     total = campaign_totals(actor_rows(latest).values())
     confirmed = sum(1 for c in crashes if c.verdict and c.verdict.get("confirmed") == "confirmed")
@@ -353,7 +388,7 @@ def render_dashboard(rows: Sequence[StatsRow], crashes: list[CrashRow], page_dir
         line_chart("exec/s per actor", actor_series(rows, "exec_per_s")),
         line_chart("Corpus size and verifier queue", total_series(rows, queues)),
     ]
-    generated = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now))
+    generated = _utc(now)
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -361,6 +396,7 @@ def render_dashboard(rows: Sequence[StatsRow], crashes: list[CrashRow], page_dir
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>gdnfuzz campaign</title><style>{STYLE}</style></head><body>",
             f"<h1>gdnfuzz campaign</h1><p>Generated {generated}.</p>",
+            f'<p class="versions">{html.escape(versions_line(versions))}</p>',
             f'<div class="summary">{summary}</div>',
             "<h2>Progress</h2>",
             *plots,
@@ -375,14 +411,14 @@ def render_dashboard(rows: Sequence[StatsRow], crashes: list[CrashRow], page_dir
 
 
 def write_dashboard(stats_path: str | Path | None, crashes_dir: str | Path, out: str | Path,
-                    compare_path: str | Path | None = None) -> Path:
-    """Render the page from the stats file (None: no plots yet), the crash store and, when given, a
-    ``gdnfuzz compare --json`` report; write it atomically."""
+                    compare_path: str | Path | None = None, versions: Sequence[dict[str, str]] = ()) -> Path:
+    """Render the page from the stats file (None: no plots yet), the crash store, the versions each run of the
+    campaign ran against and, when given, a ``gdnfuzz compare --json`` report; write it atomically."""
     rows = read_stats(stats_path) if stats_path is not None else []
     compare = read_compare(compare_path) if compare_path is not None else None
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    page = render_dashboard(rows, scan_crashes(crashes_dir), out.parent, time.time(), compare)
+    page = render_dashboard(rows, scan_crashes(crashes_dir), out.parent, time.time(), compare, versions)
     return atomic_write(out, page)
 
 

@@ -148,7 +148,8 @@ class ReaderTarget:
 
     def _read_stats(self, data: bytes) -> Any:
         from fuzz.report.dashboard import render_dashboard  # noqa: PLC0415 - imported under instrumentation
-        from fuzz.store.stats import format_table, latest_by_actor, read_stats  # noqa: PLC0415
+        from fuzz.report.status_table import format_table  # noqa: PLC0415
+        from fuzz.store.stats import latest_by_actor, read_stats  # noqa: PLC0415
 
         rows = read_stats(self._write(self.file, data))
         now = max((r.time for r in rows), default=0.0) + 5

@@ -225,93 +225,9 @@ def totals_over_time(rows: Iterable[StatsRow]) -> list[StatsRow]:
     return series
 
 
-# ---------------------------------------------------------------- the status table
-
-COLUMNS = (
-    ("actor", "<"),
-    ("age", ">"),
-    ("execs", ">"),
-    ("exec/s", ">"),
-    ("coverage", ">"),
-    ("corpus", ">"),
-    ("findings", ">"),
-    ("queue", ">"),
-)
-LIVENESS_COLUMNS = (("state", "<"), ("restarts", ">"))  # shown once any row carries a state
-
-
-def format_age(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172_800:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
-
-
-def _cells(row: StatsRow, now: float, liveness: bool) -> list[str]:
-    age = "" if row.actor == TOTAL else format_age(now - row.time)
-    cells = [
-        row.actor,
-        age,
-        f"{row.execs:,}",
-        f"{row.exec_per_s:,.1f}",
-        f"{row.coverage:,}",
-        f"{row.corpus_size:,}",
-        f"{row.findings:,}",
-        f"{row.verifier_queue:,}",
-    ]
-    return [*cells, row.state or "-", f"{row.restarts:,}"] if liveness else cells
-
-
 def actor_rows(latest: dict[str, StatsRow]) -> dict[str, StatsRow]:
     """The rows of actors, without the campaign and cluster rows."""
     return {a: r for a, r in latest.items() if a not in (CAMPAIGN, CLUSTER)}
-
-
-def campaign_line(latest: dict[str, StatsRow], now: float) -> str | None:
-    """The campaign's state in words: running, ended, its head lost, or silent for too long."""
-    row = latest.get(CAMPAIGN)
-    if row is None:
-        return None
-    ago = format_age(now - row.time)
-    if row.state == "ended":
-        return f"campaign: ended {ago} ago"
-    if row.state == "head-lost":
-        return f"campaign: lost its Ray head {ago} ago (gdnfuzz campaign --resume continues it)"
-    if now - row.time > STALE_SECONDS:
-        return f"campaign: no report for {ago} (its driver is gone; gdnfuzz campaign --resume continues it)"
-    return "campaign: running"
-
-
-def cluster_line(latest: dict[str, StatsRow]) -> str | None:
-    """The cluster's capacity now and what it lost since the campaign started."""
-    row = latest.get(CLUSTER)
-    if row is None:
-        return None
-    return (f"cluster: {row.nodes} nodes alive, {row.nodes_lost} lost; {row.cpus:g} CPUs alive, "
-            f"{row.cpus_lost:g} lost")
-
-
-def format_table(latest: dict[str, StatsRow], now: float) -> str:
-    """The latest row of each actor, sorted by name, then the totals (``age`` is ``now - time``), then the
-    campaign's and the cluster's lines where the file has them."""
-    actors = actor_rows(latest)
-    liveness = any(r.state for r in latest.values())
-    columns = COLUMNS + LIVENESS_COLUMNS if liveness else COLUMNS
-    body = [_cells(actors[a], now, liveness) for a in sorted(actors)]
-    body.append(_cells(totals(actors.values()), now, liveness))
-    header = [name for name, _ in columns]
-    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(columns))]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(f"{c:{a}{w}}" for c, (_, a), w in zip(cells, columns, widths, strict=True)).rstrip()
-
-    rule = "-" * len(line(header))
-    footer = [text for text in (campaign_line(latest, now), cluster_line(latest)) if text]
-    return "\n".join([line(header), rule, *map(line, body[:-1]), rule, line(body[-1]), *footer])
 
 
 def default_stats_path() -> str:

@@ -91,6 +91,7 @@ class DriverSettings:
     namespace: str = "gdnfuzz"
     carried: dict[str, int] = field(default_factory=dict)  # execs per actor from earlier runs (--resume)
     fallback: Path | None = None  # where findings the store refuses at the end are kept (default: a temporary dir)
+    versions: tuple[dict[str, str], ...] = ()  # what each run of the campaign ran against (the dashboard names them)
 
 
 @dataclass
@@ -356,7 +357,8 @@ class Campaign:
         if self.settings.dashboard is None:
             return
         try:
-            write_dashboard(self.settings.stats, self.config.crashes, self.settings.dashboard)
+            write_dashboard(self.settings.stats, self.config.crashes, self.settings.dashboard,
+                            versions=self.settings.versions)
         except OSError as exc:
             self._dashboard_fault = StorageError(self.settings.dashboard, exc)
         else:
@@ -460,6 +462,7 @@ class Campaign:
             ray.wait(refs, num_returns=len(refs), timeout=STOP_TIMEOUT)
         self.fuzzer_watch.mark("unreachable")
         self._write_rows(time.time(), "head-lost")
+        self.write_dashboard()  # the page says the head was lost, not that the campaign still runs
         if self.stats is not None:
             self.stats.close()
         lost = HeadLost(f"{exc} after {time.time() - self.started:.0f}s; {self.saved_line()}")

@@ -1,7 +1,8 @@
 """A campaign's record on its shared store, so that ``gdnfuzz campaign --resume`` continues it.
 
-``crashes/campaign.json`` holds the command's arguments (as the first run was given them) and one entry
-per run (``started``: seconds since the epoch). Everything else a resumed campaign needs is on the
+``crashes/campaign.json`` holds the command's arguments (as the first run was given them), when each run
+started (seconds since the epoch) and what each ran against (``versions``: gdnfuzz's, vLLM's, torch's and
+Python's on the driver's machine, one object per run; ``{}`` for a run from before they were recorded). Everything else a resumed campaign needs is on the
 store already: the corpus queue, the bundles, the raw bundles not yet minimized (the crash store
 re-queues them), and the stats file (each actor's running totals go on from their last row).
 
@@ -30,9 +31,20 @@ CAMPAIGN_FILE = "campaign.json"
 class CampaignRecord:
     arguments: dict[str, Any]  # the command's arguments, JSON values
     runs: tuple[float, ...]  # when each run started
+    versions: tuple[dict[str, str], ...] = ()  # what each run ran against; fewer than runs in older records
 
-    def with_run(self, started: float) -> CampaignRecord:
-        return CampaignRecord(self.arguments, (*self.runs, started))
+    def with_run(self, started: float, versions: dict[str, str] | None = None) -> CampaignRecord:
+        earlier = self.versions + ({},) * (len(self.runs) - len(self.versions))
+        return CampaignRecord(self.arguments, (*self.runs, started), (*earlier, versions or {}))
+
+
+def run_versions() -> dict[str, str]:
+    """What a run starting now runs against, as this (the driver's) machine has it."""
+    from fuzz import package_version
+    from fuzz.oracle.finding import environment
+
+    found = environment()
+    return {"vllm": found["vllm"], "gdnfuzz": package_version(), "torch": found["torch"], "python": found["python"]}
 
 
 def record_path(crashes: Path) -> Path:
@@ -42,7 +54,8 @@ def record_path(crashes: Path) -> Path:
 def write_record(crashes: Path, record: CampaignRecord) -> None:
     path = record_path(crashes)
     try:
-        atomic_write(path, json.dumps({"arguments": record.arguments, "runs": list(record.runs)}, indent=1) + "\n")
+        atomic_write(path, json.dumps({"arguments": record.arguments, "runs": list(record.runs),
+                                       "versions": list(record.versions)}, indent=1) + "\n")
     except OSError as exc:
         raise StorageError(path, exc) from None
 
@@ -63,7 +76,11 @@ def read_record(crashes: Path) -> CampaignRecord:
     if not isinstance(runs, list) or not runs or not all(
             isinstance(t, int | float) and not isinstance(t, bool) and t > 0 for t in runs):
         raise fail("runs", "expected a non-empty list of start times")
-    return CampaignRecord(data["arguments"], tuple(float(t) for t in runs))
+    versions = data.get("versions", [])
+    if not isinstance(versions, list) or len(versions) > len(runs) or not all(
+            isinstance(v, dict) and all(isinstance(x, str) for x in (*v, *v.values())) for v in versions):
+        raise fail("versions", "expected at most one object of version strings per run")
+    return CampaignRecord(data["arguments"], tuple(float(t) for t in runs), tuple(versions))
 
 
 def fuzzed_seconds(record: CampaignRecord, rows: list[StatsRow]) -> float:
