@@ -7,12 +7,15 @@ inside functions too, since a lazy import is still a dependency), then:
   package directly (``gdnfuzz campaign`` starts the Ray driver);
 - the packages stand on floors and import only downward (:data:`FLOORS`): a package never imports one
   on its own floor or above it;
-- the module graph has no cycle, lazy imports included.
+- the module graph has no cycle, lazy imports included;
+- the pytest plugin's entry module (``gdnfuzz_pytest.py``, loaded into any project's pytest process, where
+  ``fuzz`` and ``workers`` may be the project's own) imports only the standard library and pytest.
 """
 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +32,7 @@ FLOORS = (
     ("fuzz.search",),
     ("fuzz.triage",),
     ("workers",),
-    ("fuzz.cli", "fuzz.pytest_plugin"),
+    ("fuzz.cli", "fuzz.pytest_server"),
 )
 
 
@@ -117,3 +120,10 @@ def test_the_registry_names_importable_executors():
         module, _, attr = entry.executor.partition(":")
         assert module in modules, tier
         assert f"class {attr}(" in modules[module].read_text(), tier
+
+
+def test_the_pytest_plugin_imports_only_the_standard_library_and_pytest():
+    tree = ast.parse((ROOT / "gdnfuzz_pytest.py").read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert sorted(m for m in imported if m.split(".")[0] not in {*sys.stdlib_module_names, "pytest"}) == []
