@@ -40,13 +40,19 @@ def test_coverage_of_vllm_grows(tmp_path):
 
 @pytest.mark.slow
 def test_run_saves_a_minimized_bundle_and_regression(tmp_path):
+    """Run from a project whose own ``fuzz/`` and ``workers/`` packages would break any process that
+    imported them: gdnfuzz's children (harness workers, the reducer) import gdnfuzz's (``fuzz.interpreter``)."""
     corpus = tmp_path / "corpus"
     (corpus / "seeds").mkdir(parents=True)
     shutil.copy(seed_case(), corpus / "seeds")
+    project = tmp_path / "project"
+    for package in ("fuzz", "workers"):
+        (project / package).mkdir(parents=True)
+        (project / package / "__init__.py").write_text(f"raise ImportError('the project\'s own {package}')\n")
     out = subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", "run", "--candidate", "pre-51113", "--runs", "3", "--max-time", "0",
+        [sys.executable, "-P", "-m", "fuzz.cli", "run", "--candidate", "pre-51113", "--runs", "3", "--max-time", "0",
          "--corpus", str(corpus), "--crashes", str(tmp_path / "crashes"), "--minimize-time", "30", "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600)
+        cwd=project, capture_output=True, text=True, timeout=600)
     assert out.returncode == 1, out.stderr[-2000:]
     record = json.loads(out.stdout.splitlines()[-1])  # --json: the run ends with one object on stdout
     assert record["exit_code"] == 1 and "split-eagle-drop-runs-past" in [s["signature"] for s in record["signatures"]]

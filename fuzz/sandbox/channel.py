@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fuzz.interpreter import python_command
 from fuzz.tiers import REGISTRY, SCHEDULER_TIER
 
 MAX_LINE = 512 << 20  # the largest answer read (a run's record of a long scenario is a few MiB)
@@ -105,7 +106,7 @@ class JsonChild:
     def _exec(self, theirs: socket.socket) -> subprocess.Popen[bytes]:
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
         return subprocess.Popen(
-            [sys.executable, "-m", self.module, str(theirs.fileno()), *self.args],
+            python_command("-m", self.module, str(theirs.fileno()), *self.args),
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=sys.__stderr__.fileno(),
             env={**os.environ, "PYTHONPATH": path}, cwd=os.getcwd(), start_new_session=True)
 

@@ -8,12 +8,12 @@ status lines are parsed here only, so the printer and every reader agree.
 from __future__ import annotations
 
 import re
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
 from fuzz.errors import ExitCode
+from fuzz.interpreter import python_command
 from fuzz.oracle.verdict import exit_code_for
 from fuzz.store.corpus_merge import MAX_INPUT_BYTES
 
@@ -34,7 +34,7 @@ DEFAULT_FLAGS = (f"-max_len={MAX_INPUT_BYTES}", "-print_final_stats=1", "-entrop
 
 def harness_command(args: list[str]) -> list[str]:
     """The command line of one atheris harness worker with libFuzzer ``args``."""
-    return [sys.executable, "-m", HARNESS_MODULE, *args]
+    return python_command("-m", HARNESS_MODULE, *args)
 
 
 def ended_normally(returncode: int, log: list[str]) -> bool:

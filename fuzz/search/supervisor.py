@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import IO
 
 from fuzz.errors import ExitCode
+from fuzz.interpreter import python_command
 from fuzz.report.finding_report import store_finding
 from fuzz.sandbox.channel import describe_exit
 from fuzz.search.artifacts import crash_finding, death
@@ -77,7 +78,7 @@ class Reducer:
 
     def _start(self) -> subprocess.Popen[str]:
         if self.proc is None:
-            self.proc = subprocess.Popen([sys.executable, "-m", REDUCER_MODULE], stdin=subprocess.PIPE,
+            self.proc = subprocess.Popen(python_command("-m", REDUCER_MODULE), stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                          env=self.settings.child_env(), cwd=os.getcwd())
             self.reader = threading.Thread(target=_pump, args=(self.proc.stdout, -1, self.progress, []), daemon=True)

@@ -38,14 +38,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from fuzz.errors import ToolError
+from fuzz.interpreter import python_command
 from fuzz.store.atomic import atomic_write
 
 SUMMARY = re.compile(r"MERGE-OUTER: (\d+) new files with (\d+) new features added; (\d+) new coverage edges")
@@ -103,7 +104,7 @@ def list_inputs(directory: Path) -> list[Path]:
 
 def _wrapper(tmp: Path) -> Path:
     path = tmp / "gdnfuzz-harness"
-    path.write_text(WRAPPER.format(python=sys.executable))
+    path.write_text(WRAPPER.format(python=shlex.join(python_command())))
     path.chmod(0o755)
     return path
 
@@ -113,7 +114,7 @@ def run_libfuzzer_merge(out: Path, candidates: list[Path], env: dict[str, str], 
     """Merge ``candidates`` into ``out`` with the harness (``mode``: libFuzzer's ``-set_cover_merge=1`` or
     ``-merge=1``); returns (new files, new features, new edges)."""
     with tempfile.TemporaryDirectory(prefix="gdnfuzz-merge-") as tmp:
-        cmd = [sys.executable, "-c", OUTER, str(_wrapper(Path(tmp))), mode, f"-merge_control_file={Path(tmp) / 'control'}",
+        cmd = [*python_command("-c", OUTER), str(_wrapper(Path(tmp))), mode, f"-merge_control_file={Path(tmp) / 'control'}",
                *flags, str(out), *map(str, candidates)]
         try:
             proc = subprocess.run(cmd, env=env, cwd=os.getcwd(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

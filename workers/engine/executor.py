@@ -30,11 +30,11 @@ import math
 import os
 import socket
 import subprocess
-import sys
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from fuzz.interpreter import python_command
 from fuzz.model.deadline import deadline_seconds
 from fuzz.model.policies import Policy, resolve_policy
 from fuzz.model.result import Fault, RequestOutcome, RunResult
@@ -96,7 +96,7 @@ class EngineExecutor(BaseExecutor):
         ours, theirs = socket.socketpair()
         env = {**os.environ, **CHILD_ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         self._child = subprocess.Popen(
-            [sys.executable, "-c", f"from workers.engine.executor import serve; serve({theirs.fileno()})"],
+            python_command("-c", f"from workers.engine.executor import serve; serve({theirs.fileno()})"),
             pass_fds=[theirs.fileno()], env=env, cwd=os.getcwd())  # policy paths as the user gave them
         theirs.close()
         self._conn = Connection(ours.detach())
