@@ -19,7 +19,17 @@ from conftest import seed_case
 from fuzz.cli import main
 from fuzz.errors import FieldError, InputError
 from fuzz.model import json_input
-from fuzz.model.scenario import ScenarioError, load_scenario
+from fuzz.model.result import (
+    Chunk,
+    Fault,
+    PoisonedSlot,
+    RequestOutcome,
+    RunResult,
+    RunStatus,
+    SplitDisagreement,
+    StepRecord,
+)
+from fuzz.model.scenario import Scenario, ScenarioError, load_scenario
 from fuzz.search.reader_targets import FAMILIES, ReaderTarget, seed_inputs
 from fuzz.store.bundle import BundleError, load_bundle, load_verdict
 from fuzz.store.stats import StatsError, read_stats
@@ -214,6 +224,26 @@ def test_schedule_entries_of_the_wrong_shape_are_named(tmp_path):
         with pytest.raises(ScenarioError, match=f"entries\\[0\\].result.{dotted}"):
             read_schedule(path)
 
+
+def test_a_schedule_reads_back_the_run_it_was_written_from(tmp_path):
+    """Every field of a RunResult set: the entry read back is equal, as the dataclasses type it (an enum as the
+    enum, ``conditions`` a tuple, an integer given for a float as a float)."""
+    from workers.kernels.schedule import ScheduleEntry, read_schedule, request_tokens, write_schedule  # noqa: PLC0415
+
+    scenario = Scenario.from_dict(json.loads(seed_inputs("schedule")[0])["entries"][0]["scenario"])
+    result = RunResult(
+        "engine", "vllm", "f" * 16, RunStatus.UNSUPPORTED,
+        requests={"a": RequestOutcome("a", 84, 64, "s", False, [1, 2], "d", [1, 2], [-0.5, 0.0], [{"1": -0.5}], 0, 4,
+                                      "FINISHED_LENGTH"), "b": RequestOutcome("b", 95)},
+        steps=[StepRecord(0, 40, [Chunk("a", 0, 40, 2, 1, None, [3, 4], 0, 32, 5)], [[1, 2]], 1)],
+        poisoned=[PoisonedSlot(1, 2, "b", 0, 64, None, "state of 3 foreign tokens")], faults=[Fault("hang", "x", 3)],
+        hashed_mamba_blocks=7, notes=["n"],
+        disagreement=SplitDisagreement(1, "a", 0, 40, 32, 40, "stopped-short", "lcp", "past-lcp", ("junction",)))
+    write_schedule(tmp_path / "s.json", [ScheduleEntry(scenario, result, request_tokens(scenario, result), "x")])
+    (read,) = read_schedule(tmp_path / "s.json")
+    assert read.result == result and read.tokens == request_tokens(scenario, result)
+    assert type(read.result.status) is RunStatus and type(read.result.disagreement.conditions) is tuple
+    assert type(read.result.steps[0].seconds) is float
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_reader_targets_accept_their_seeds_and_found_inputs(tmp_path, family):

@@ -1,4 +1,4 @@
-"""The one-line messages of the scenario, verdict and stats readers, word for word.
+"""The one-line messages of the scenario, verdict, stats and kernel schedule readers, word for word.
 
 The readers check their formats with schema types (``fuzz.model.schema``); these messages are the
 ones the hand-written checks gave before, and a user's scripts may match them: each case is one
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from fuzz.model.scenario import Scenario, ScenarioError, load_scenario
-from fuzz.search.reader_targets import SEED_VERDICT
+from fuzz.search.reader_targets import SEED_VERDICT, seed_inputs
 from fuzz.store.bundle import BundleError, load_verdict
 from fuzz.store.stats import StatsError, StatsRow
 
@@ -142,3 +142,44 @@ def test_stats_messages(key, value, message):
 
 def test_a_float_field_keeps_an_integer():
     assert StatsRow.from_dict({"time": 5, "actor": "a"}, "s.jsonl:1").time.__class__ is int
+
+
+R = "entries[0].result"
+SCHEDULE_CASES = [  # one fault in the seed schedule's result (a RunResult)
+    ("", 3, f"{R}: expected an object, got a number"),
+    ("", None, f"{R}: expected an object, got null"),
+    ("zz", 1, f"{R}.zz: unknown field"),
+    ("tier", MISSING, f"{R}.tier: missing"),
+    ("tier", 3, f"{R}.tier: expected str, got 3"),
+    ("status", "bogus", f"{R}.status: expected one of ok, unsupported, got 'bogus'"),
+    ("status", "x" * 50, f"{R}.status: expected one of ok, unsupported, got '{'x' * 36}..."),
+    ("hashed_mamba_blocks", True, f"{R}.hashed_mamba_blocks: expected int, got True"),
+    ("hashed_mamba_blocks", 1.0, f"{R}.hashed_mamba_blocks: expected int, got 1.0"),
+    ("steps", "x", f"{R}.steps: expected a list, got a string"),
+    ("steps.0", [], f"{R}.steps[0]: expected an object, got a list"),
+    ("steps.0.chunks.0.zz", 0, f"{R}.steps[0].chunks[0].zz: unknown field"),
+    ("steps.0.chunks.0.request_id", MISSING, f"{R}.steps[0].chunks[0].request_id: missing"),
+    ("steps.0.chunks.0.read_block", False, f"{R}.steps[0].chunks[0].read_block: expected int, got False"),
+    ("steps.0.chunks.0.write_blocks", None, f"{R}.steps[0].chunks[0].write_blocks: expected a list, got null"),
+    ("steps.0.copies.0.1", "a", f"{R}.steps[0].copies[0][1]: expected int, got 'a'"),
+    ("steps.0.seconds", True, f"{R}.steps[0].seconds: expected float, got True"),
+    ("requests", [], f"{R}.requests: expected an object, got a list"),
+    ("requests.a.output_tokens.1", "x", f"{R}.requests.a.output_tokens[1]: expected int, got 'x'"),
+    ("requests.b.resume_state_ok", 1, f"{R}.requests.b.resume_state_ok: expected bool, got 1"),
+    ("requests.b.top_logprobs", [{"9": "x"}], f"{R}.requests.b.top_logprobs[0].9: expected float, got 'x'"),
+    ("faults.0.detail", MISSING, f"{R}.faults[0].detail: missing"),
+    ("notes.0", 1, f"{R}.notes[0]: expected str, got 1"),
+    ("disagreement", 3, f"{R}.disagreement: expected an object, got a number"),
+]
+
+
+@pytest.mark.parametrize(("dotted", "value", "message"), SCHEDULE_CASES, ids=[c[2][len(R):][:40] for c in SCHEDULE_CASES])
+def test_schedule_messages(tmp_path, dotted, value, message):
+    from workers.kernels.schedule import read_schedule  # noqa: PLC0415 - a worker's reader
+
+    path = tmp_path / "schedule.json"
+    place = "entries.0.result" + (f".{dotted}" if dotted else "")
+    path.write_text(json.dumps(_patched(json.loads(seed_inputs("schedule")[0]), place, value)))
+    with pytest.raises(ScenarioError) as caught:
+        read_schedule(path)
+    assert str(caught.value) == f"{path}: {message}"

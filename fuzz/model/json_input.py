@@ -13,9 +13,7 @@ fields it knows. Invariants kept here:
 - a value is plain JSON as the format promises: no ``NaN`` / ``Infinity`` (nor a number that only
   parses as infinity), no integer longer than :data:`MAX_INT_DIGITS` digits, no nesting deeper than
   :data:`MAX_DEPTH`, no string that cannot be written back as UTF-8 (a lone surrogate escape);
-  anything else is refused as field ``<json>``, never a ``ValueError`` or ``RecursionError``;
-- :func:`typed` turns a value into the dataclass a type hint names only when every field has its
-  type, so a reader never hands on a value that fails later, deep in a run.
+  anything else is refused as field ``<json>``, never a ``ValueError`` or ``RecursionError``.
 
 Errors are made by the caller's ``fail(field, message)``, so each reader raises its own
 :class:`~fuzz.errors.InputError` subclass, already naming its file.
@@ -23,18 +21,13 @@ Errors are made by the caller's ``fail(field, message)``, so each reader raises 
 
 from __future__ import annotations
 
-import dataclasses
 import errno
-import functools
 import json
 import math
 import os
 import stat
-import types
-import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from enum import Enum
 from pathlib import Path
 from typing import Any, BinaryIO, NoReturn
 
@@ -224,75 +217,3 @@ def _check_string(text: str, fail: Fail) -> None:
 
 def _raise(error: InputError) -> NoReturn:
     raise error from None
-
-
-# ---------------------------------------------------------------- typed values
-
-
-def typed(hint: Any, value: Any, where: str, fail: Fail) -> Any:
-    """``value`` as ``hint`` (a dataclass, enum, ``int``, ``float``, ``str``, ``bool``, ``list[X]``,
-    ``dict[str, X]``, ``X | None``); a value of any other shape is ``fail(where, ...)``.
-
-    Dataclass fields missing from ``value`` take their defaults (``fail`` when they have none);
-    unknown keys are refused."""
-    if hint is Any:
-        return value
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(hint)
-        if value is None and type(None) in options:
-            return None
-        (inner,) = [o for o in options if o is not type(None)]
-        return typed(inner, value, where, fail)
-    if origin is list:
-        (item,) = typing.get_args(hint)
-        if not isinstance(value, list):
-            _raise(fail(where, f"expected a list, got {_kind(value)}"))
-        return [typed(item, v, f"{where}[{i}]", fail) for i, v in enumerate(value)]
-    if origin is dict:
-        _, item = typing.get_args(hint)
-        if not isinstance(value, dict):
-            _raise(fail(where, f"expected an object, got {_kind(value)}"))
-        return {k: typed(item, v, f"{where}.{k}", fail) for k, v in value.items()}
-    if dataclasses.is_dataclass(hint):
-        return _dataclass(hint, value, where, fail)
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        try:
-            return hint(value)
-        except (ValueError, TypeError):
-            _raise(fail(where, f"expected one of {', '.join(str(m.value) for m in hint)}, got {_short(value)}"))
-    accepted = (int, float) if hint is float else (hint,)
-    if isinstance(value, bool) != (hint is bool) or not isinstance(value, accepted):
-        _raise(fail(where, f"expected {hint.__name__}, got {_short(value)}"))
-    return value
-
-
-def _dataclass(cls: type, value: Any, where: str, fail: Fail) -> Any:
-    if not isinstance(value, dict):
-        _raise(fail(where, f"expected an object, got {_kind(value)}"))
-    hints = _field_hints(cls)
-    for key in value:
-        if key not in hints:
-            _raise(fail(f"{where}.{key}", "unknown field"))
-    kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        if f.name in value:
-            kwargs[f.name] = typed(hints[f.name], value[f.name], f"{where}.{f.name}", fail)
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            _raise(fail(f"{where}.{f.name}", "missing"))
-    return cls(**kwargs)
-
-
-@functools.cache
-def _field_hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number")
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."

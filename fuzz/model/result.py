@@ -3,7 +3,8 @@
 Every tier (sim, engine, kernels) returns this one shape, so the oracle judges
 them alike and Ray can ship results between processes. Everything in it is
 plain data (ints, strings, lists) and round-trips through ``to_dict`` /
-``from_dict`` unchanged.
+``from_dict`` unchanged. A file's copy of a run (a kernel schedule's) is read
+with ``fuzz.model.schema``: ``_ON_FILE`` refuses a key no field names.
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from pydantic import ConfigDict, with_config
+
+_ON_FILE = with_config(ConfigDict(extra="forbid"))  # how fuzz.model.schema reads a file's copy of these
 
 
 class RunStatus(StrEnum):
@@ -40,6 +45,7 @@ class ConfirmState(StrEnum):
     INCONCLUSIVE = "inconclusive"  # the canary was missed, the tier crashed, or it could not run the input
 
 
+@_ON_FILE
 @dataclass
 class Chunk:
     """One request's share of one scheduler step: tokens [start, start + num_tokens)."""
@@ -61,6 +67,7 @@ class Chunk:
     checkpoint_block: int | None = None
 
 
+@_ON_FILE
 @dataclass
 class StepRecord:
     step: int
@@ -71,6 +78,7 @@ class StepRecord:
     seconds: float | None = None  # wall time of the step, where the tier measures it (engine)
 
 
+@_ON_FILE
 @dataclass
 class RequestOutcome:
     """What a request observed. ``resume_*`` are set when it started from a cache hit."""
@@ -94,6 +102,7 @@ class RequestOutcome:
         return self.hit_tokens > 0
 
 
+@_ON_FILE
 @dataclass
 class PoisonedSlot:
     """A Mamba block hashed into the prefix cache whose state is not the one its hash claims."""
@@ -110,6 +119,7 @@ class PoisonedSlot:
         return f"slot hashed as state@{self.claimed_tokens} holds {self.held}"
 
 
+@_ON_FILE
 @dataclass
 class SplitDisagreement:
     """The first split decision where a candidate and a reference answer differently on the same scheduler
@@ -141,6 +151,7 @@ class SplitDisagreement:
     conditions: tuple[str, ...] = ()
 
 
+@_ON_FILE
 @dataclass
 class Fault:
     """Something that is a finding on its own, whatever the other side did."""
@@ -151,6 +162,7 @@ class Fault:
     request_id: str | None = None
 
 
+@_ON_FILE
 @dataclass
 class RunResult:
     tier: str

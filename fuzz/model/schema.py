@@ -11,7 +11,12 @@ Invariants:
   object's unknown keys come before its fields;
 - the field is the fault's place in dotted form (``requests[2].max_tokens``, ``<top>`` for the value
   itself) and the message is the innermost :class:`Says` on the way there, given the value at its
-  field; without one, an unknown key is ``unknown field`` and a missing one ``missing``;
+  field; without one, an unknown key is ``unknown field``, a missing one ``missing``, and a value of
+  the wrong kind names the kind its place expects (``expected a list, got a string``, ``expected an
+  object, got null``, ``expected int, got '3'``, ``expected one of ok, unsupported, got 'x'``);
+- ``as_json``: the value is checked as the JSON text it was parsed from, strictly (pydantic's strict
+  JSON mode), so its types need no ``Strict()`` of their own: no bool for an int, no ``"3"`` for a
+  number, an array for a tuple, an enum's value for the enum, an integer for a float (as a float);
 - a validator (``PlainValidator``, ``AfterValidator``) that raises a :class:`~fuzz.errors.FieldError`
   names its field below the place it validates (``""``: that place itself), with its own message.
 """
@@ -20,10 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Annotated, Any, TypeVar
 
 import typing_extensions
@@ -35,6 +42,8 @@ from fuzz.errors import FieldError, InputError
 T = TypeVar("T")
 Fail = Callable[[str, str], InputError]
 UNKNOWN = ("unexpected_keyword_argument", "extra_forbidden")  # pydantic's unknown key, dataclass and TypedDict
+WRONG_KIND = ("list_type", "tuple_type", "dict_type", "dataclass_type", "enum", "int_type", "float_type",
+              "string_type", "bool_type")  # pydantic's value of another kind than its place's type
 
 
 @dataclass(frozen=True)
@@ -46,9 +55,12 @@ class Says:
     missing: bool = False
 
 
-def validate(schema: type[T] | Any, value: Any, fail: Fail) -> T:
-    """``value`` as ``schema`` (see the module invariants); a fault is ``fail(field, message)``."""
+def validate(schema: type[T] | Any, value: Any, fail: Fail, *, as_json: bool = False) -> T:
+    """``value`` as ``schema`` (see the module invariants; ``as_json``: as its JSON text, strictly); a fault
+    is ``fail(field, message)``."""
     try:
+        if as_json:
+            return _adapter(schema).validate_json(json.dumps(value), strict=True)
         return _adapter(schema).validate_python(value)
     except ValidationError as exc:
         field, message = _describe(schema, value, _first(exc.errors(include_url=False)))
@@ -86,34 +98,64 @@ def _describe(schema: Any, value: Any, error: ErrorDetails) -> tuple[str, str]:
         return ".".join(parts + [cause.field_path] if cause.field_path else parts) or "<top>", cause.message
     if error["type"] in UNKNOWN:
         return field_path(error["loc"]), "unknown field"
-    loc, says, found = _blame(schema, value, error["loc"])
+    (loc, says, found), expected = _blame(schema, value, error["loc"])
     if says is None or error["type"] == "missing" and not (says.missing and loc == error["loc"]):
-        return field_path(error["loc"]), "missing" if error["type"] == "missing" else error["msg"]
+        if error["type"] == "missing":
+            return field_path(error["loc"]), "missing"
+        wrong = error["type"] in WRONG_KIND and _wrong_kind(expected, functools.reduce(_child, error["loc"], value))
+        return field_path(error["loc"]), wrong or error["msg"]
     return field_path(loc), says.message(found)
 
 
-def _blame(tp: Any, value: Any, loc: tuple[str | int, ...]) -> tuple[tuple[str | int, ...], Says | None, Any]:
-    """The innermost :class:`Says` on ``tp``'s path to ``loc``, the place it covers and the value there."""
-    best: tuple[tuple[str | int, ...], Says | None, Any] = ((), None, value)
+_Blame = tuple[tuple[str | int, ...], Says | None, Any]
+
+
+def _blame(tp: Any, value: Any, loc: tuple[str | int, ...]) -> tuple[_Blame, Any]:
+    """The innermost :class:`Says` on ``tp``'s path to ``loc``, the place it covers and the value there;
+    and the type ``loc`` itself has (None where pydantic names a union's member or an object's key)."""
+    best: _Blame = ((), None, value)
     depth = 0
     while True:
         tp, says = _unwrap(tp)
         if says is not None:
             best = (loc[:depth], says, value)
         if depth == len(loc):
-            return best
+            return best, tp
         key, origin, args = loc[depth], typing.get_origin(tp), typing.get_args(tp)
         if origin is dict and loc[depth + 1:depth + 2] == ("[key]",):  # a key of the object is at fault
             _, key_says = _unwrap(args[0])
-            return (loc[:depth], key_says, key) if key_says else best
+            return ((loc[:depth], key_says, key) if key_says else best), None
         if dataclasses.is_dataclass(tp) or typing_extensions.is_typeddict(tp):
             tp = _hints(tp).get(key)
         elif origin in (list, tuple, dict):
             tp = args[-1] if origin is dict else args[0]
         else:  # a union's member, named by pydantic
-            return best
+            return best, None
         value = _child(value, key)
         depth += 1
+
+
+def _wrong_kind(tp: Any, value: Any) -> str | None:
+    """``value`` refused as ``tp``, worded by the kind ``tp`` is (None for a type of no plain JSON kind)."""
+    if typing.get_origin(tp) in (list, tuple):
+        return f"expected a list, got {_kind(value)}"
+    if typing.get_origin(tp) is dict or dataclasses.is_dataclass(tp) or typing_extensions.is_typeddict(tp):
+        return f"expected an object, got {_kind(value)}"
+    if isinstance(tp, type) and issubclass(tp, Enum):
+        return f"expected one of {', '.join(str(m.value) for m in tp)}, got {_short(value)}"
+    return f"expected {tp.__name__}, got {_short(value)}" if tp in (int, float, str, bool) else None
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's kind: ``an object``, ``a list``, ``a string``, ``a boolean``, ``null``, ``a number``."""
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _short(value: Any) -> str:
+    """``repr(value)`` cut to 40 characters."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _unwrap(tp: Any) -> tuple[Any, Says | None]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzz.model import json_input
+from fuzz.model import json_input, schema
 from fuzz.model.result import RunResult
 from fuzz.model.scenario import Scenario, ScenarioError, prompt_tokens, read_json
 from fuzz.store.atomic import atomic_write
@@ -51,7 +51,7 @@ class ScheduleEntry:
             raise fail(f"{where}.scenario.{exc.field_path}", exc.message) from None
         if "result" not in data:
             raise fail(f"{where}.result", "missing")
-        result = json_input.typed(RunResult, data["result"], f"{where}.result", fail)
+        result = schema.validate(RunResult, data["result"], _under(f"{where}.result", fail), as_json=True)
         missing = [r.id for r in scenario.requests if r.id not in result.requests]
         if missing:
             raise fail(f"{where}.result.requests", f"no outcome for request {missing[0]!r}")
@@ -59,6 +59,11 @@ class ScheduleEntry:
         if not isinstance(source, str):
             raise fail(f"{where}.source", "expected a string")
         return cls(scenario, result, request_tokens(scenario, result), source)
+
+
+def _under(where: str, fail: json_input.Fail) -> json_input.Fail:
+    """``fail`` for the fields of the value at ``where`` (its own field is ``<top>``)."""
+    return lambda field, message: fail(where if field == "<top>" else f"{where}.{field}", message)
 
 
 def request_tokens(scenario: Scenario, result: RunResult) -> dict[str, list[int]]:
