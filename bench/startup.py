@@ -11,10 +11,16 @@ Each round runs, in turn, for this checkout and ``--before`` (an older gdnfuzz c
 - ``idle, nothing kept``: the same with an empty ``$GDNFUZZ_CACHE_DIR`` (a machine's first run: no kept
   instrumentation, ``fuzz.search.coverage_cache``; a checkout without it ignores the variable);
 - ``loaded``: the same, and the bare import, each with a second such ``gdnfuzz run`` (this checkout)
-  started :data:`BESIDE_LEAD` seconds earlier beside it.
+  started :data:`BESIDE_LEAD` seconds earlier beside it;
+- ``idle, warm server`` and ``loaded, warm server`` (a checkout that has ``gdnfuzz warm``): the same runs
+  with a warm server started beforehand (``fuzz.search.warm``) in a cache directory of their own, so
+  their workers are forked from it; the run beside the loaded one starts cold.
 
-A run's "first input" is its summary's ``first input after`` (seconds from its start to the first input a
-worker ran), and its executions are those of its last status line (every input run before the deadline).
+A run's "first input" is its summary's ``first input after`` (seconds from the run's clock start to the first
+input a worker ran), and its executions are those of its last status line (every input run before the
+deadline). The run's clock starts once the ``gdnfuzz`` command has imported itself: that part (``own start``,
+an interpreter importing ``fuzz.cli.run``, measured each round) is added in the "from the command's start"
+column.
 Where the run prints them, the start-up phases are shown for the first round. Prints one table; asserts nothing.
 """
 
@@ -41,10 +47,16 @@ def env_for(checkout: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(checkout), **extra}
 
 
-def bare_import() -> float:
+def import_seconds(module: str, checkout: Path = REPO) -> float:
+    """Wall time of an interpreter that imports ``module`` and exits."""
     start = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import vllm"], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-c", f"import {module}"], check=True, capture_output=True,
+                   env=env_for(checkout))
     return time.monotonic() - start
+
+
+def bare_import() -> float:
+    return import_seconds("vllm")
 
 
 def start_run(checkout: Path, work: Path, max_time: float, **env: str) -> subprocess.Popen[str]:
@@ -84,10 +96,37 @@ class Beside:
         self.tmp.cleanup()
 
 
-def measured_run(checkout: Path, max_time: float, nothing_kept: bool = False) -> tuple[float | None, int, str]:
+def measured_run(checkout: Path, max_time: float, cache: Path | None = None) -> tuple[float | None, int, str]:
+    """One run; ``cache``: its ``$GDNFUZZ_CACHE_DIR`` (default: the usual one)."""
     with tempfile.TemporaryDirectory(prefix="startup-") as tmp:
-        env = {"GDNFUZZ_CACHE_DIR": str(Path(tmp) / "kept")} if nothing_kept else {}
+        env = {"GDNFUZZ_CACHE_DIR": str(cache)} if cache else {}
         return finish_run(start_run(checkout, Path(tmp), max_time, **env))
+
+
+def warm_server(checkout: Path, cache: Path, stop: bool = False) -> None:
+    """Start (or ``stop``) a warm server of ``checkout`` whose socket is under ``cache``."""
+    subprocess.run([sys.executable, "-m", "fuzz.cli", "warm", *(["--stop"] if stop else [])], cwd=checkout,
+                   env=env_for(checkout, GDNFUZZ_CACHE_DIR=str(cache)), check=True, capture_output=True)
+
+
+def conditions(checkout: Path, max_time: float) -> list[tuple[str, float | None, int, str]]:
+    """(condition, first input, execs, phases) for each condition this checkout can be measured in."""
+    measured = []
+    with tempfile.TemporaryDirectory(prefix="startup-kept-") as empty:
+        for condition, cache in (("idle", None), ("idle, nothing kept", Path(empty))):
+            measured.append((condition, *measured_run(checkout, max_time, cache)))
+    with Beside(max_time):
+        measured.append(("loaded", *measured_run(checkout, max_time)))
+    if (checkout / "fuzz" / "search" / "warm.py").exists():
+        with tempfile.TemporaryDirectory(prefix="startup-warm-") as cache:
+            warm_server(checkout, Path(cache))
+            try:
+                measured.append(("idle, warm server", *measured_run(checkout, max_time, Path(cache))))
+                with Beside(max_time):
+                    measured.append(("loaded, warm server", *measured_run(checkout, max_time, Path(cache))))
+            finally:
+                warm_server(checkout, Path(cache), stop=True)
+    return measured
 
 
 def main() -> None:
@@ -98,30 +137,30 @@ def main() -> None:
     args = parser.parse_args()
     checkouts = {"after": REPO, **({"before": Path(args.before).resolve()} if args.before else {})}
     rows: dict[tuple[str, str], list[tuple[float | None, int]]] = {}
-    bare: dict[str, list[float]] = {"idle": [], "idle, nothing kept": [], "loaded": []}
+    bare: dict[str, list[float]] = {"idle": [], "loaded": []}
+    own_start: list[float] = []
     for round_ in range(args.rounds):
         bare["idle"].append(bare_import())
-        bare["idle, nothing kept"].append(bare["idle"][-1])
+        own_start.append(import_seconds("fuzz.cli.run"))
         with Beside(args.max_time):
             bare["loaded"].append(bare_import())
         for name, checkout in checkouts.items():
-            for condition in ("idle", "idle, nothing kept"):
-                first, execs, phases = measured_run(checkout, args.max_time, condition != "idle")
+            for condition, first, execs, phases in conditions(checkout, args.max_time):
                 rows.setdefault((name, condition), []).append((first, execs))
                 print(f"round {round_} {name} {condition}: first input {first}s, {execs} execs; start-up: {phases}",
                       flush=True)
-            with Beside(args.max_time):
-                first, execs, phases = measured_run(checkout, args.max_time)
-            rows.setdefault((name, "loaded"), []).append((first, execs))
-            print(f"round {round_} {name} loaded: first input {first}s, {execs} execs; start-up: {phases}", flush=True)
     print(f"\nbare `import vllm`: idle {statistics.median(bare['idle']):.1f}s, "
-          f"loaded {statistics.median(bare['loaded']):.1f}s (median of {args.rounds})")
-    print(f"| checkout | condition | first input (median) | / bare import | execs in {args.max_time:.0f}s (median) |")
-    print("|---|---|---|---|---|")
+          f"loaded {statistics.median(bare['loaded']):.1f}s (median of {args.rounds}); gdnfuzz's own start "
+          f"{statistics.median(own_start):.2f}s")
+    print(f"| checkout | condition | first input (median) | from the command's start | / bare import | "
+          f"execs in {args.max_time:.0f}s (median) |")
+    print("|---|---|---|---|---|---|")
     for (name, condition), values in rows.items():
         firsts = [f for f, _ in values if f is not None]
         first = statistics.median(firsts) if firsts else float("nan")
-        print(f"| {name} | {condition} | {first:.1f}s | {first / statistics.median(bare[condition]):.2f}x | "
+        yardstick = statistics.median(bare["loaded" if condition.startswith("loaded") else "idle"])
+        whole = first + statistics.median(own_start)
+        print(f"| {name} | {condition} | {first:.1f}s | {whole:.1f}s | {whole / yardstick:.2f}x | "
               f"{statistics.median(e for _, e in values):.0f} |")
 
 

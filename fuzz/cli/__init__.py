@@ -31,13 +31,14 @@ from fuzz.cli import (
     schema,
     status,
     verify_fixed,
+    warm,
 )
 from fuzz.cli.options import Parser
 from fuzz.errors import exit_code_of
 from fuzz.sandbox.scope import deciding
 
 SUBCOMMANDS = (replay, compare, gen, policies, run, minimize, confirm, campaign, status, dashboard, file_issue,
-               coverage, ci, merge, prune, fidelity, verify_fixed, bisect, export_test, schema)
+               coverage, ci, merge, prune, fidelity, verify_fixed, bisect, export_test, schema, warm)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -38,7 +38,7 @@ from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
 from fuzz.oracle.verdict import finding_signature
 from fuzz.report.finding_report import store_finding
-from fuzz.search.coverage import instrument
+from fuzz.search.coverage import Probes, instrument
 from fuzz.search.in_flight import InFlight
 from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE, STARTING_LINE
 from fuzz.search.mutate import crossover, decode, mutate
@@ -152,11 +152,23 @@ def main(argv: list[str]) -> None:
         atheris.Setup(argv, kernel_conformance_one_input)
         atheris.Fuzz()
         return
+    fuzz_split(argv, settings, prepare())
+
+
+def prepare() -> Probes:
+    """What every split worker does before its settings matter: vLLM's scheduling code imported and
+    instrumented (a warm server, ``fuzz.search.warm_server``, does it once for the workers it forks)."""
     starting("importing vLLM's scheduling code")
     for name in SCHEDULING_MODULES:
         importlib.import_module(name)
     starting("instrumenting it for coverage")
-    probes = instrument(INSTRUMENTED, SCHEDULING_MODULES)
+    return instrument(INSTRUMENTED, SCHEDULING_MODULES)
+
+
+def fuzz_split(argv: list[str], settings: RunSettings, probes: Probes) -> None:
+    """Fuzz the split target with ``probes`` counting vLLM's coverage; libFuzzer ends the process."""
+    import atheris
+
     target = FuzzTarget(settings)
     settle_heap()
     starting("loading the corpus")

@@ -41,8 +41,16 @@ from fuzz.report.finding_report import store_finding
 from fuzz.sandbox.channel import describe_exit
 from fuzz.search.artifacts import crash_finding, death
 from fuzz.search.in_flight import died_on
-from fuzz.search.libfuzzer import DEFAULT_FLAGS, SAVED_LINE, Progress, ended_normally, harness_command
+from fuzz.search.libfuzzer import (
+    DEFAULT_FLAGS,
+    HARNESS_MODULE,
+    SAVED_LINE,
+    Progress,
+    ended_normally,
+    harness_command,
+)
 from fuzz.search.settings import RunSettings
+from fuzz.search.warm import WarmWorker, fork_worker
 from fuzz.store.atomic import sweep_leftovers
 from fuzz.store.bundle import store_as_found, sync_counts
 
@@ -113,7 +121,7 @@ class Reducer:
         self.reader.join(timeout=5)
 
 
-def stop_at_deadline(procs: list[subprocess.Popen[str]], grace: float = 3.0) -> None:
+def stop_at_deadline(procs: list[subprocess.Popen[str] | WarmWorker], grace: float = 3.0) -> None:
     """Ask each worker to stop (libFuzzer exits on SIGTERM after printing its stats), then kill it.
 
     libFuzzer's own ``-max_total_time`` starts counting only once vLLM is imported, so the supervisor
@@ -197,7 +205,7 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
     raw = crashes / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     worker_dirs = WorkerDirs(raw)
-    procs: dict[int, tuple[subprocess.Popen[str], threading.Thread, list[str]]] = {}
+    procs: dict[int, tuple[subprocess.Popen[str] | WarmWorker, threading.Thread, list[str]]] = {}
     restarts = 0
     reducer = Reducer(settings, progress)
 
@@ -208,9 +216,12 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
             flags.append(f"-max_total_time={max(int(deadline - time.time()), 1)}")
         if settings.runs:
             flags.append(f"-runs={settings.runs}")
-        cmd = harness_command([*flags, *settings.libfuzzer, *dirs])
-        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                                env=settings.for_worker(worker_dirs.claim(i)).child_env(), cwd=os.getcwd())
+        args = [*flags, *settings.libfuzzer, *dirs]
+        env = settings.for_worker(worker_dirs.claim(i)).child_env()
+        proc = fork_worker([HARNESS_MODULE, *args], env, os.getcwd()) if settings.target == "split" else None
+        if proc is None:  # no warm server (``gdnfuzz warm``), or it refused: a cold start
+            proc = subprocess.Popen(harness_command(args), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                    text=True, env=env, cwd=os.getcwd())
         log: list[str] = []
         thread = threading.Thread(target=_pump, args=(proc.stderr, i, progress, log), daemon=True)
         thread.start()

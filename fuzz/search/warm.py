@@ -1,0 +1,206 @@
+"""A warm server kept across runs (``gdnfuzz warm``): harness workers forked with vLLM already imported.
+
+A split worker's start-up is vLLM's import (5-6 s on two cores) before its first input. ``gdnfuzz warm``
+starts a server (``fuzz.search.warm_server``) that imports and instruments vLLM's scheduling code once
+and then forks a worker for each request; ``gdnfuzz run`` asks it for its workers and starts them cold
+when there is no server, or when it refuses. This module is the client side and what both sides share.
+
+Invariants:
+- a forked worker runs the code a cold one would: the server refuses (then exits) once any file of a
+  module it imported changed (size or modification time: a vLLM checkout being edited), and refuses a
+  request whose ``VLLM_*`` environment differs from the one it imported vLLM under; one server serves one
+  interpreter (its socket's name is derived from ``sys.executable`` and Python's version);
+- nothing depends on a server: one that cannot be reached, answers badly or refuses is a cold start,
+  never an error;
+- a worker forked for a run gets that run's arguments, environment, working directory and standard
+  streams, and its exit status reaches the run as a cold worker's would (a negative signal number if
+  it was killed);
+- the server never outlives its idle limit: it exits once no request has come for that long and no worker
+  it forked is alive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from fuzz.interpreter import python_command
+from fuzz.search.coverage_cache import default_dir
+
+SERVER_MODULE = "fuzz.search.warm_server"
+MESSAGE_BYTES = 1 << 20  # one request (arguments and environment) fits in one datagram
+DEFAULT_IDLE_S = 1800.0
+READY_TIMEOUT_S = 300.0  # a server's start: vLLM's import and instrumentation on a loaded machine
+
+
+def socket_path(directory: Path | None = None) -> Path:
+    """Where this interpreter's server listens (under the cache directory, ``$GDNFUZZ_CACHE_DIR``)."""
+    key = hashlib.sha256(f"{sys.executable}\0{sys.version}".encode()).hexdigest()[:16]
+    return (directory or default_dir()) / f"warm-{key}.sock"
+
+
+def vllm_environment(env: dict[str, str]) -> dict[str, str]:
+    """The part of an environment vLLM reads while it is imported and configured."""
+    return {k: v for k, v in env.items() if k.startswith("VLLM_")}
+
+
+def file_stamps(paths: list[str]) -> dict[str, tuple[int, int]]:
+    """Each file's (size, modification time in ns); a file that is gone is (-1, -1)."""
+    stamps = {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+            stamps[path] = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            stamps[path] = (-1, -1)
+    return stamps
+
+
+def changed_files(stamps: dict[str, tuple[int, int]]) -> list[str]:
+    """The files whose stamp is no longer the one taken (``file_stamps``)."""
+    now = file_stamps(list(stamps))
+    return [path for path, stamp in stamps.items() if now[path] != stamp]
+
+
+def _connect(path: Path, timeout: float) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    sock.settimeout(timeout)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def ask(message: dict[str, Any], path: Path | None = None, timeout: float = 5.0,
+        fds: list[int] | None = None) -> tuple[socket.socket, dict[str, Any]] | None:
+    """Send ``message`` (with ``fds``) to the server and read its first answer; None if there is no server
+    or it did not answer. The socket stays open for what the server says later."""
+    sock = _connect(path or socket_path(), timeout)
+    if sock is None:
+        return None
+    try:
+        socket.send_fds(sock, [json.dumps(message).encode()], fds or [])
+        answer = sock.recv(MESSAGE_BYTES)
+        return sock, json.loads(answer)
+    except (OSError, ValueError):
+        sock.close()
+        return None
+
+
+class WarmWorker:
+    """A worker the server forked: the part of ``subprocess.Popen`` the run's supervisor uses (``pid``,
+    ``stderr``, ``poll``, ``wait``, ``terminate``, ``kill``, ``returncode``). Its exit status comes from
+    the server, which is its parent; if the server is gone, the worker is taken as killed."""
+
+    def __init__(self, sock: socket.socket, pid: int, stderr: IO[str]):
+        self.sock, self.pid, self.stderr = sock, pid, stderr
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and select.select([self.sock], [], [], 0)[0]:
+            self._read_exit()
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self.sock], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(f"warm worker {self.pid}", timeout or 0)
+            self._read_exit()
+        assert self.returncode is not None
+        return self.returncode
+
+    def _read_exit(self) -> None:
+        try:
+            self.returncode = int(json.loads(self.sock.recv(MESSAGE_BYTES))["exit"])
+        except (OSError, ValueError, KeyError, TypeError):
+            self.returncode = -signal.SIGKILL  # the server died with it, or said nothing that makes sense
+        self.sock.close()
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def fork_worker(argv: list[str], env: dict[str, str], cwd: str) -> WarmWorker | None:
+    """A harness worker forked by the server with these arguments (``sys.argv`` as the harness gets it),
+    environment and working directory, its stderr a pipe to us; None (start it cold) if no server
+    forked one."""
+    read_end, write_end = os.pipe()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        answered = ask({"fork": {"argv": argv, "env": env, "cwd": cwd}}, fds=[devnull, devnull, write_end])
+    finally:
+        os.close(write_end)
+        os.close(devnull)
+    if answered is None or not isinstance(answered[1].get("pid"), int):
+        os.close(read_end)
+        if answered is not None:
+            answered[0].close()
+        return None
+    sock, answer = answered
+    sock.settimeout(None)
+    return WarmWorker(sock, answer["pid"], os.fdopen(read_end, "r", errors="replace"))
+
+
+def status(path: Path | None = None) -> dict[str, Any] | None:
+    """The server's own account (pid, since, workers alive, idle limit), or None if none answers."""
+    answered = ask({"status": True}, path)
+    if answered is None:
+        return None
+    answered[0].close()
+    return answered[1]
+
+
+def start_server(idle: float, env: dict[str, str], path: Path | None = None) -> dict[str, Any]:
+    """Start a server in its own session, in ``env`` (the environment runs give their workers: their
+    ``VLLM_*`` settings are the ones it imports vLLM under), and return its status once it answers; one
+    already running is returned as it is. A server that dies before it answers is a ``RuntimeError``
+    with its log's last line."""
+    path = path or socket_path()
+    running = status(path)
+    if running is not None:
+        return running
+    path.parent.mkdir(parents=True, exist_ok=True)
+    log = path.with_suffix(".log")
+    with open(log, "w") as out:
+        proc = subprocess.Popen(python_command("-m", SERVER_MODULE, str(path), repr(idle)), stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=out, start_new_session=True, cwd=path.parent, env=env)
+    end = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < end:
+        answer = status(path)
+        if answer is not None:
+            return answer
+        if proc.poll() is not None:
+            break
+        time.sleep(0.2)
+    proc.kill()
+    tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["(nothing)"]
+    raise RuntimeError(f"the warm server did not start: {tail[0]}")
+
+
+def stop_server(path: Path | None = None) -> dict[str, Any] | None:
+    """Ask the server to stop taking requests and exit once its workers have ended; its last status, or None."""
+    answered = ask({"stop": True}, path)
+    if answered is None:
+        return None
+    answered[0].close()
+    return answered[1]

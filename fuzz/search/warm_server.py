@@ -1,0 +1,174 @@
+"""``python -m fuzz.search.warm_server SOCKET IDLE_S``: the warm server ``gdnfuzz warm`` starts.
+
+It imports and instruments vLLM's scheduling code once (``fuzz.search.harness.prepare``), then answers
+requests on a Unix socket, one datagram each: ``status``, ``stop``, and ``fork`` (arguments,
+environment, working directory, and three file descriptors for the worker's standard streams), for
+which it forks a harness worker, answers its pid, and later its exit status on the same connection.
+The invariants are ``fuzz.search.warm``'s. It is single-threaded (nothing else runs while it forks),
+binds its socket under a temporary name and renames it into place once ready, and removes it when it
+exits or stops serving.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from fuzz.model.deadline import exit_when_stuck
+from fuzz.search import harness
+from fuzz.search.coverage import Probes
+from fuzz.search.settings import RunSettings
+from fuzz.search.warm import MESSAGE_BYTES, changed_files, file_stamps, vllm_environment
+
+POLL_S = 0.5
+
+
+class Server:
+    def __init__(self, path: Path, idle: float, probes: Probes, ready_s: float):
+        self.path, self.idle, self.probes, self.ready_s = path, idle, probes, ready_s
+        self.imported = file_stamps(sorted({f for m in list(sys.modules.values())
+                                            if isinstance(f := getattr(m, "__file__", None), str)}))
+        self.vllm_env = vllm_environment(dict(os.environ))
+        self.children: dict[int, socket.socket] = {}
+        self.serving, self.since, self.last_request = True, time.time(), time.monotonic()
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        self.listener.bind(str(staging))
+        os.chmod(staging, 0o600)
+        self.listener.listen(16)
+        os.replace(staging, path)
+        self.inode = os.stat(path).st_ino
+
+    def serve(self) -> None:
+        """Answer requests until stopped or idle, then until every forked worker has ended."""
+        print(f"warm server {os.getpid()} ready at {self.path} after {self.ready_s:.1f}s", flush=True)
+        while self.serving or self.children:
+            readable = select.select([self.listener] if self.serving else [], [], [], POLL_S)[0]
+            if readable:
+                conn, _ = self.listener.accept()
+                self.last_request = time.monotonic()
+                self._answer(conn)
+            self._reap()
+            if self.serving and not self.children and time.monotonic() - self.last_request > self.idle:
+                self._stop_serving(f"idle for {self.idle:.0f}s")
+        self._stop_serving("done")
+
+    def status(self) -> dict[str, Any]:
+        return {"pid": os.getpid(), "since": self.since, "ready_s": round(self.ready_s, 2), "idle_s": self.idle,
+                "workers": len(self.children), "serving": self.serving, "socket": str(self.path)}
+
+    def _answer(self, conn: socket.socket) -> None:
+        conn.settimeout(5)
+        fds: list[int] = []
+        try:
+            data, fds, _, _ = socket.recv_fds(conn, MESSAGE_BYTES, 3)
+            request = json.loads(data)
+            if "fork" in request and len(fds) == 3:
+                refused = self._refusal(request["fork"])
+                if refused is None:
+                    pid = self._fork(request["fork"], fds, conn)
+                    conn.send(json.dumps({"pid": pid}).encode())
+                    self.children[pid] = conn
+                    return
+                conn.send(json.dumps({"refused": refused}).encode())
+            elif request.get("stop"):
+                self._stop_serving("asked to stop")
+                conn.send(json.dumps(self.status()).encode())
+            else:
+                conn.send(json.dumps(self.status()).encode())
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            print(f"warm server: a request failed: {type(exc).__name__}: {exc}", flush=True)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        conn.close()
+
+    def _refusal(self, fork: dict[str, Any]) -> str | None:
+        changed = changed_files(self.imported)
+        if changed:
+            self._stop_serving(f"{changed[0]} changed since it was imported")
+            return f"{changed[0]} changed since it was imported"
+        if vllm_environment(fork["env"]) != self.vllm_env:
+            return "its VLLM_* environment is not the one vLLM was imported under"
+        if RunSettings.from_env(fork["env"]).target != "split":
+            return "only the split target is served warm"
+        return None
+
+    def _fork(self, fork: dict[str, Any], fds: list[int], conn: socket.socket) -> int:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid:
+            return pid
+        code = 1
+        try:
+            self.listener.close()
+            conn.close()
+            for other in self.children.values():
+                other.close()
+            for target, fd in enumerate(fds):
+                os.dup2(fd, target)
+            os.chdir(fork["cwd"])
+            os.environ.clear()
+            os.environ.update(fork["env"])
+            argv = [str(a) for a in fork["argv"]]
+            sys.argv = argv
+            settings = RunSettings.from_env()
+            exit_when_stuck()
+            harness.starting("forked from the warm server")
+            harness.fuzz_split(argv, settings, self.probes)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # noqa: BLE001 - the worker's own traceback, on its stderr, as a cold worker's
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.children.pop(pid, None)
+            if conn is not None:
+                with contextlib.suppress(OSError):
+                    conn.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
+                conn.close()
+
+    def _stop_serving(self, why: str) -> None:
+        """No new requests: the socket is removed (if it is still this server's) so runs start cold."""
+        if not self.serving:
+            return
+        self.serving = False
+        self.listener.close()
+        try:
+            if os.stat(self.path).st_ino == self.inode:
+                os.unlink(self.path)
+        except OSError:
+            pass
+        print(f"warm server {os.getpid()} stops serving: {why}", flush=True)
+
+
+def main(argv: list[str]) -> None:
+    started = time.monotonic()
+    probes = harness.prepare()
+    harness.settle_heap()
+    Server(Path(argv[1]), float(argv[2]), probes, time.monotonic() - started).serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv)

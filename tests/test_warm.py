@@ -1,0 +1,112 @@
+"""The warm server (``gdnfuzz warm``): runs fork their workers from it, find what cold workers find, and
+start cold whenever it is absent, refuses, or has gone stale."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import seed_case
+
+from fuzz.search import warm
+from fuzz.search.settings import RunSettings
+from fuzz.search.warm_server import Server
+
+
+def _gdnfuzz(*args: str, env: dict[str, str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-P", "-m", "fuzz.cli", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_a_run_forks_its_workers_from_the_warm_server_and_finds_the_seed_bug(tmp_path):
+    env = {**os.environ, "GDNFUZZ_CACHE_DIR": str(tmp_path / "cache")}
+    started = _gdnfuzz("warm", "--idle", "120", "--json", env=env, cwd=tmp_path)
+    assert started.returncode == 0, started.stderr[-2000:]
+    server = json.loads(started.stdout)
+    try:
+        corpus = tmp_path / "corpus"
+        (corpus / "seeds").mkdir(parents=True)
+        shutil.copy(seed_case(), corpus / "seeds")
+        out = _gdnfuzz("run", "--candidate", "pre-51113", "--runs", "3", "--max-time", "0", "--corpus", str(corpus),
+                       "--crashes", str(tmp_path / "crashes"), "--minimize-time", "30", "--json", env=env, cwd=tmp_path)
+        record = json.loads(out.stdout.splitlines()[-1])
+        assert "forked from the warm server" in record["startup"], out.stderr[-2000:]
+        assert record["exit_code"] == 1 and record["worker_crashes"] == 0  # its exit status came back as 0
+        assert "split-eagle-drop-runs-past" in [s["signature"] for s in record["signatures"]]
+        assert (tmp_path / "crashes" / "split-eagle-drop-runs-past" / "verdict.json").exists()
+        assert json.loads(_gdnfuzz("warm", "--status", "--json", env=env, cwd=tmp_path).stdout)["workers"] == 0
+    finally:
+        stopped = _gdnfuzz("warm", "--stop", "--json", env=env, cwd=tmp_path)
+    assert json.loads(stopped.stdout)["pid"] == server["pid"]
+    assert json.loads(_gdnfuzz("warm", "--status", "--json", env=env, cwd=tmp_path).stdout) is None
+    for _ in range(100):  # it exits once it has stopped serving and has no worker left
+        if not Path(f"/proc/{server['pid']}").exists():
+            break
+        time.sleep(0.1)
+    assert not Path(f"/proc/{server['pid']}").exists()
+
+
+def test_without_a_server_a_worker_starts_cold(tmp_path, monkeypatch):
+    monkeypatch.setenv("GDNFUZZ_CACHE_DIR", str(tmp_path))
+    assert warm.fork_worker(["fuzz.search.harness"], dict(os.environ), str(tmp_path)) is None
+    assert warm.status() is None
+
+
+def test_a_refusal_is_a_cold_start_and_gives_back_the_descriptors(tmp_path, monkeypatch):
+    monkeypatch.setenv("GDNFUZZ_CACHE_DIR", str(tmp_path))
+    before = len(os.listdir("/proc/self/fd"))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(str(warm.socket_path()))
+    listener.listen(1)
+
+    def refuse() -> None:
+        conn, _ = listener.accept()
+        _, fds, _, _ = socket.recv_fds(conn, warm.MESSAGE_BYTES, 3)
+        for fd in fds:
+            os.close(fd)
+        conn.send(json.dumps({"refused": "not today"}).encode())
+        conn.close()
+
+    thread = threading.Thread(target=refuse)
+    thread.start()
+    assert warm.fork_worker(["fuzz.search.harness"], dict(os.environ), str(tmp_path)) is None
+    thread.join()
+    listener.close()
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def _server(tmp_path: Path) -> Server:
+    return Server(tmp_path / "warm.sock", idle=60.0, probes=None, ready_s=0.0)  # type: ignore[arg-type]
+
+
+def _request_env(server: Server, **vllm: str) -> dict[str, str]:
+    """A run's worker environment whose ``VLLM_*`` part is the server's, plus ``vllm``."""
+    env = {k: v for k, v in RunSettings().child_env({}).items() if not k.startswith("VLLM_")}
+    return {**env, **server.vllm_env, **vllm}
+
+
+def test_a_server_refuses_another_vllm_environment(tmp_path):
+    server = _server(tmp_path)
+    assert server._refusal({"env": _request_env(server)}) is None
+    refused = server._refusal({"env": _request_env(server, VLLM_NEW_SETTING="1")})
+    assert refused == "its VLLM_* environment is not the one vLLM was imported under"
+    assert server.serving  # another request with the right environment is still served
+
+
+def test_a_server_whose_imported_file_changed_refuses_and_stops_serving(tmp_path):
+    server = _server(tmp_path)
+    module = tmp_path / "imported.py"
+    module.write_text("x = 1\n")
+    server.imported = warm.file_stamps([str(module)])
+    module.write_text("x = 22\n")  # an edited vLLM checkout
+    assert server._refusal({"env": _request_env(server)}) == f"{module} changed since it was imported"
+    assert not server.serving and not (tmp_path / "warm.sock").exists()  # the next run and `warm` start fresh
