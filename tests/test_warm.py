@@ -44,6 +44,14 @@ def test_a_run_forks_its_workers_from_the_warm_server_and_finds_the_seed_bug(tmp
         assert "split-eagle-drop-runs-past" in [s["signature"] for s in record["signatures"]]
         assert (tmp_path / "crashes" / "split-eagle-drop-runs-past" / "verdict.json").exists()
         assert json.loads(_gdnfuzz("warm", "--status", "--json", env=env, cwd=tmp_path).stdout)["workers"] == 0
+        # a run killed outright (a cold worker would share its fate through its process group): its worker goes
+        run = subprocess.Popen([sys.executable, "-P", "-m", "fuzz.cli", "run", "--candidate", "vllm", "--max-time",
+                                "300", "--corpus", str(corpus), "--crashes", str(tmp_path / "crashes2")],
+                               env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert _workers_become(1, tmp_path / "cache")
+        run.kill()
+        run.wait()
+        assert _workers_become(0, tmp_path / "cache")
     finally:
         stopped = _gdnfuzz("warm", "--stop", "--json", env=env, cwd=tmp_path)
     assert json.loads(stopped.stdout)["pid"] == server["pid"]
@@ -53,6 +61,16 @@ def test_a_run_forks_its_workers_from_the_warm_server_and_finds_the_seed_bug(tmp
             break
         time.sleep(0.1)
     assert not Path(f"/proc/{server['pid']}").exists()
+
+
+def _workers_become(count: int, cache: Path) -> bool:
+    """Whether the server reports ``count`` live workers within a minute."""
+    for _ in range(600):
+        answer = warm.status(warm.socket_path(cache))
+        if answer is not None and answer["workers"] == count:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def test_without_a_server_a_worker_starts_cold(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import select
+import signal
 import socket
 import sys
 import time
@@ -37,7 +38,7 @@ class Server:
         self.imported = file_stamps(sorted({f for m in list(sys.modules.values())
                                             if isinstance(f := getattr(m, "__file__", None), str)}))
         self.vllm_env = vllm_environment(dict(os.environ))
-        self.children: dict[int, socket.socket] = {}
+        self.children: dict[int, socket.socket | None] = {}  # worker pid -> its run's connection, while open
         self.serving, self.since, self.last_request = True, time.time(), time.monotonic()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -51,11 +52,14 @@ class Server:
         """Answer requests until stopped or idle, then until every forked worker has ended."""
         print(f"warm server {os.getpid()} ready at {self.path} after {self.ready_s:.1f}s", flush=True)
         while self.serving or self.children:
-            readable = select.select([self.listener] if self.serving else [], [], [], POLL_S)[0]
-            if readable:
-                conn, _ = self.listener.accept()
-                self.last_request = time.monotonic()
-                self._answer(conn)
+            watched = [conn for conn in self.children.values() if conn is not None]
+            for ready in select.select([self.listener, *watched] if self.serving else watched, [], [], POLL_S)[0]:
+                if ready is self.listener:
+                    conn, _ = self.listener.accept()
+                    self.last_request = time.monotonic()
+                    self._answer(conn)
+                else:
+                    self._client_gone(ready)
             self._reap()
             if self.serving and not self.children and time.monotonic() - self.last_request > self.idle:
                 self._stop_serving(f"idle for {self.idle:.0f}s")
@@ -107,13 +111,17 @@ class Server:
         sys.stderr.flush()
         pid = os.fork()
         if pid:
+            with contextlib.suppress(OSError):  # as the child does: the group exists whichever runs first
+                os.setpgid(pid, pid)
             return pid
         code = 1
         try:
+            os.setpgid(0, 0)  # the worker and what it starts: one group, killed with it if its run goes away
             self.listener.close()
             conn.close()
             for other in self.children.values():
-                other.close()
+                if other is not None:
+                    other.close()
             for target, fd in enumerate(fds):
                 os.dup2(fd, target)
             os.chdir(fork["cwd"])
@@ -134,6 +142,15 @@ class Server:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
+
+    def _client_gone(self, conn: socket.socket) -> None:
+        """The run that asked for this worker closed its connection (it ended, or was killed or interrupted:
+        a cold worker in its process group would have had the signal): the worker's process group is killed."""
+        conn.close()
+        for pid in [pid for pid, c in self.children.items() if c is conn]:
+            self.children[pid] = None
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
 
     def _reap(self) -> None:
         while self.children:
