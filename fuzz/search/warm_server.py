@@ -1,6 +1,7 @@
 """``python -m fuzz.search.warm_server SOCKET IDLE_S``: the warm server ``gdnfuzz warm`` starts.
 
-It imports and instruments vLLM's scheduling code once (``fuzz.search.harness.prepare``), then answers
+It imports and instruments vLLM's scheduling code once (``fuzz.search.harness.prepare``), runs a few
+scenarios so vLLM's first configuration builds are done (:func:`warm_up`), then answers
 requests on a Unix socket, one datagram each: ``status``, ``stop``, and ``fork`` (arguments,
 environment, working directory, and three file descriptors for the worker's standard streams), for
 which it forks a harness worker, answers its pid, and later its exit status on the same connection.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import select
 import signal
 import socket
@@ -23,11 +25,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from fuzz.errors import ConfigRejected
 from fuzz.model.deadline import exit_when_stuck
+from fuzz.model.policies import resolve_policy
 from fuzz.search import harness
 from fuzz.search.coverage import Probes
+from fuzz.search.generate import random_scenario
 from fuzz.search.settings import RunSettings
 from fuzz.search.warm import MESSAGE_BYTES, changed_files, file_stamps, vllm_environment
+from fuzz.tiers import executor_for
 
 POLL_S = 0.5
 
@@ -180,9 +186,25 @@ class Server:
         print(f"warm server {os.getpid()} stops serving: {why}", flush=True)
 
 
+WARM_UP_SCENARIOS = 8
+
+
+def warm_up() -> None:
+    """Run a few generated scenarios on the sim, vLLM against itself, so that what vLLM imports and builds
+    at its first engine configuration (1-2 s: its executor, tracing and platform modules) is done here,
+    once, and not at each forked worker's first input. Only caches get warm: every later build equals a
+    fresh one (``workers.sim.scheduler``, ``tests/test_sim_reuse.py``)."""
+    vllm = resolve_policy("vllm")
+    for seed in range(WARM_UP_SCENARIOS):
+        with contextlib.suppress(ConfigRejected):
+            executor_for("sim").run(random_scenario(random.Random(seed)), vllm)
+
+
 def main(argv: list[str]) -> None:
     started = time.monotonic()
     probes = harness.prepare()
+    harness.starting("running a few scenarios: vLLM's first configuration builds")
+    warm_up()
     harness.settle_heap()
     Server(Path(argv[1]), float(argv[2]), probes, time.monotonic() - started).serve()
 
