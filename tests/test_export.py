@@ -4,6 +4,7 @@ split and passes on the fixed one (the slow tests run the exported files with py
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -16,15 +17,18 @@ from fuzz.errors import ExitCode
 
 FIX = "docs/upstream/checkpoint-after-midblock-resume/fix.py:split"
 ROOT = Path(__file__).resolve().parent.parent
-# Replaces vLLM's split for one pytest session, to run an exported test against another split (the exported
-# file itself never does this: it tests whatever split the installed vLLM has).
+# Replaces vLLM's split in a pytest session, per exported file, to run exported tests against other splits (the
+# exported file itself never does this: it tests whatever split the installed vLLM has).
 SWAP_SPLIT = '''
+import json
 import os
+from pathlib import Path
+
 import pytest
 
 @pytest.fixture(autouse=True)
-def split_under_test(monkeypatch):
-    spec = os.environ.get("SPLIT_UNDER_TEST")
+def split_under_test(monkeypatch, request):
+    spec = json.loads(os.environ["SPLITS_UNDER_TEST"]).get(Path(request.path).name)
     if spec:
         from fuzz.model.policies import resolve_policy
         from vllm.v1.core.sched.scheduler import Scheduler
@@ -54,22 +58,32 @@ def test_a_scenario_with_nothing_to_show_is_refused(tmp_path, capsys):
     assert "nothing to export" in capsys.readouterr().err and not (tmp_path / "t.py").exists()
 
 
-def _pytest(test: Path, split: str | None = None) -> subprocess.CompletedProcess[str]:
-    (test.parent / "conftest.py").write_text(SWAP_SPLIT)
-    env = {"PATH": "/usr/bin:/bin", "SPLIT_UNDER_TEST": split or "", "HOME": str(test.parent)}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)],
+def _pytest(tests: list[Path], splits: dict[str, str | None]) -> subprocess.CompletedProcess[str]:
+    """One pytest session over the exported ``tests``, each file under its split in ``splits`` (by file name;
+    None: the installed vLLM's)."""
+    (tests[0].parent / "conftest.py").write_text(SWAP_SPLIT)
+    env = {"PATH": "/usr/bin:/bin", "SPLITS_UNDER_TEST": json.dumps(splits), "HOME": str(tests[0].parent)}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *map(str, tests)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("name", "buggy", "fixed"), [
+EXPORTED = [  # (corpus regression, the split it fails on, the split it passes on); None: the installed vLLM's
     ("pr51113-concurrent-prefills", "pre-51113", None),  # the seed bug: vLLM's split is the fix
     ("efficiency-drop-junction-stop-lost-hit", "bench/mutants/drop_junction_stop.py:split", None),  # a cost
     ("internal-checkpoint-midblock-resume", None, FIX),  # vLLM's own bug: fails as installed, passes fixed
-])
-def test_the_exported_test_fails_on_the_bug_and_passes_on_the_fix(tmp_path, capsys, name, buggy, fixed):
-    test = tmp_path / f"test_{name.replace('-', '_')}.py"
-    _export(CORPUS / "regressions" / f"{name}.json", test)
-    failing, passing = _pytest(test, buggy), _pytest(test, fixed)
-    assert failing.returncode == 1 and "1 failed" in failing.stdout, failing.stdout[-2000:]
-    assert passing.returncode == 0 and "1 passed" in passing.stdout, passing.stdout[-2000:]
+]
+
+
+@pytest.mark.slow
+def test_the_exported_tests_fail_on_the_bug_and_pass_on_the_fix(tmp_path, capsys):
+    """Every case in two pytest sessions (one on the buggy splits, one on the fixed), not two each."""
+    tests = {name: tmp_path / f"test_{name.replace('-', '_')}.py" for name, _, _ in EXPORTED}
+    for name, test in tests.items():
+        _export(CORPUS / "regressions" / f"{name}.json", test)
+    failing = _pytest(list(tests.values()), {tests[name].name: buggy for name, buggy, _ in EXPORTED})
+    passing = _pytest(list(tests.values()), {tests[name].name: fixed for name, _, fixed in EXPORTED})
+    assert failing.returncode == 1 and f"{len(EXPORTED)} failed" in failing.stdout, failing.stdout[-3000:]
+    assert passing.returncode == 0 and f"{len(EXPORTED)} passed" in passing.stdout, passing.stdout[-3000:]
+    for test in tests.values():
+        assert any(line.startswith("FAILED ") and f"{test.name}::" in line for line in failing.stdout.splitlines())
+        assert any(line.startswith("PASSED ") and f"{test.name}::" in line for line in passing.stdout.splitlines())
