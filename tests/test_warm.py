@@ -18,6 +18,7 @@ from conftest import seed_case
 
 from fuzz.search import warm
 from fuzz.search.settings import RunSettings
+from fuzz.search.warm import ImportEnvironment
 from fuzz.search.warm_server import Server
 
 
@@ -102,22 +103,34 @@ def test_a_refusal_is_a_cold_start_and_gives_back_the_descriptors(tmp_path, monk
     assert len(os.listdir("/proc/self/fd")) == before
 
 
+IMPORTED_UNDER = ImportEnvironment(before={"VLLM_LOGGING_LEVEL": "ERROR", "PATH": "/usr/bin"},
+                                   set_by_import={"VLLM_SSM_CONV_STATE_LAYOUT": "SD", "TORCHINDUCTOR_COMPILE_THREADS": "1"})
+
+
 def _server(tmp_path: Path) -> Server:
-    return Server(tmp_path / "warm.sock", idle=60.0, probes=None, ready_s=0.0)  # type: ignore[arg-type]
+    return Server(tmp_path / "warm.sock", idle=60.0, probes=None, ready_s=0.0,  # type: ignore[arg-type]
+                  environment=IMPORTED_UNDER)
 
 
-def _request_env(server: Server, **vllm: str) -> dict[str, str]:
-    """A run's worker environment whose ``VLLM_*`` part is the server's, plus ``vllm``."""
-    env = {k: v for k, v in RunSettings().child_env({}).items() if not k.startswith("VLLM_")}
-    return {**env, **server.vllm_env, **vllm}
+def _request_env(**changes: str) -> dict[str, str]:
+    """A run's worker environment as the server's import saw it, plus ``changes``."""
+    return {**RunSettings().child_env({}), **IMPORTED_UNDER.before, **changes}
 
 
-def test_a_server_refuses_another_vllm_environment(tmp_path):
+def test_a_server_refuses_an_environment_its_import_did_not_see(tmp_path):
     server = _server(tmp_path)
-    assert server._refusal({"env": _request_env(server)}) is None
-    refused = server._refusal({"env": _request_env(server, VLLM_NEW_SETTING="1")})
-    assert refused == "its VLLM_* environment is not the one vLLM was imported under"
+    assert server._refusal({"env": _request_env(PATH="/elsewhere")}) is None  # vLLM's import neither reads nor sets it
+    assert server._refusal({"env": _request_env(VLLM_NEW_SETTING="1")}) == (
+        "its VLLM_NEW_SETTING is not the one vLLM was imported under")
+    assert server._refusal({"env": _request_env(TORCHINDUCTOR_COMPILE_THREADS="4")}) == (
+        "its TORCHINDUCTOR_COMPILE_THREADS is not the one vLLM was imported under")
     assert server.serving  # another request with the right environment is still served
+
+
+def test_a_forked_worker_gets_what_the_import_set_as_a_cold_one_would():
+    env = IMPORTED_UNDER.for_worker(_request_env())
+    assert env["VLLM_SSM_CONV_STATE_LAYOUT"] == "SD" and env["TORCHINDUCTOR_COMPILE_THREADS"] == "1"
+    assert {k: env[k] for k in _request_env()} == _request_env()  # the run's own settings, untouched
 
 
 def test_a_server_whose_imported_file_changed_refuses_and_stops_serving(tmp_path):
@@ -126,5 +139,5 @@ def test_a_server_whose_imported_file_changed_refuses_and_stops_serving(tmp_path
     module.write_text("x = 1\n")
     server.imported = warm.file_stamps([str(module)])
     module.write_text("x = 22\n")  # an edited vLLM checkout
-    assert server._refusal({"env": _request_env(server)}) == f"{module} changed since it was imported"
+    assert server._refusal({"env": _request_env()}) == f"{module} changed since it was imported"
     assert not server.serving and not (tmp_path / "warm.sock").exists()  # the next run and `warm` start fresh

@@ -8,7 +8,8 @@ when there is no server, or when it refuses. This module is the client side and 
 Invariants:
 - a forked worker runs the code a cold one would: the server refuses (then exits) once any file of a
   module it imported changed (size or modification time: a vLLM checkout being edited), and refuses a
-  request whose ``VLLM_*`` environment differs from the one it imported vLLM under; one server serves one
+  request whose environment differs from the one it imported vLLM under in a variable that import reads or
+  sets (``ImportEnvironment``), and gives a worker what that import set; one server serves one
   interpreter (its socket's name is derived from ``sys.executable`` and Python's version);
 - nothing depends on a server: one that cannot be reached, answers badly or refuses is a cold start,
   never an error;
@@ -31,6 +32,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -49,9 +51,30 @@ def socket_path(directory: Path | None = None) -> Path:
     return (directory or default_dir()) / f"warm-{key}.sock"
 
 
-def vllm_environment(env: dict[str, str]) -> dict[str, str]:
-    """The part of an environment vLLM reads while it is imported and configured."""
-    return {k: v for k, v in env.items() if k.startswith("VLLM_")}
+@dataclass(frozen=True)
+class ImportEnvironment:
+    """The environment a server imported and configured vLLM under (``before``), and what that import and
+    configuration set in it (``set_by_import``: vLLM, torch and their dependencies set a dozen variables,
+    ``VLLM_WORKER_MULTIPROC_METHOD`` to ``LD_PRELOAD``). A cold worker starting from ``before`` ends with
+    ``set_by_import`` set; a forked worker gets them too (:meth:`for_worker`)."""
+
+    before: dict[str, str]
+    set_by_import: dict[str, str]
+
+    @classmethod
+    def since(cls, before: dict[str, str]) -> ImportEnvironment:
+        """Taken after the import: what differs from ``before`` now."""
+        return cls(before, {k: v for k, v in os.environ.items() if before.get(k) != v})
+
+    def difference(self, env: dict[str, str]) -> str | None:
+        """The first variable vLLM's import reads or sets (``VLLM_*``, or one it set) whose value in ``env``
+        is not the one the import saw; None if there is none."""
+        keys = sorted({k for k in (*env, *self.before) if k.startswith("VLLM_")} | set(self.set_by_import))
+        return next((k for k in keys if env.get(k) != self.before.get(k)), None)
+
+    def for_worker(self, env: dict[str, str]) -> dict[str, str]:
+        """A forked worker's environment: its run's, with what the import set, as a cold worker would have it."""
+        return {**env, **self.set_by_import}
 
 
 def file_stamps(paths: list[str]) -> dict[str, tuple[int, int]]:

@@ -32,18 +32,18 @@ from fuzz.search import harness
 from fuzz.search.coverage import Probes
 from fuzz.search.generate import random_scenario
 from fuzz.search.settings import RunSettings
-from fuzz.search.warm import MESSAGE_BYTES, changed_files, file_stamps, vllm_environment
+from fuzz.search.warm import MESSAGE_BYTES, ImportEnvironment, changed_files, file_stamps
 from fuzz.tiers import executor_for
 
 POLL_S = 0.5
 
 
 class Server:
-    def __init__(self, path: Path, idle: float, probes: Probes, ready_s: float):
+    def __init__(self, path: Path, idle: float, probes: Probes, ready_s: float, environment: ImportEnvironment):
         self.path, self.idle, self.probes, self.ready_s = path, idle, probes, ready_s
+        self.environment = environment
         self.imported = file_stamps(sorted({f for m in list(sys.modules.values())
                                             if isinstance(f := getattr(m, "__file__", None), str)}))
-        self.vllm_env = vllm_environment(dict(os.environ))
         self.children: dict[int, socket.socket | None] = {}  # worker pid -> its run's connection, while open
         self.serving, self.since, self.last_request = True, time.time(), time.monotonic()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -106,8 +106,9 @@ class Server:
         if changed:
             self._stop_serving(f"{changed[0]} changed since it was imported")
             return f"{changed[0]} changed since it was imported"
-        if vllm_environment(fork["env"]) != self.vllm_env:
-            return "its VLLM_* environment is not the one vLLM was imported under"
+        differs = self.environment.difference(fork["env"])
+        if differs is not None:
+            return f"its {differs} is not the one vLLM was imported under"
         if RunSettings.from_env(fork["env"]).target != "split":
             return "only the split target is served warm"
         return None
@@ -132,7 +133,7 @@ class Server:
                 os.dup2(fd, target)
             os.chdir(fork["cwd"])
             os.environ.clear()
-            os.environ.update(fork["env"])
+            os.environ.update(self.environment.for_worker(fork["env"]))
             argv = [str(a) for a in fork["argv"]]
             sys.argv = argv
             settings = RunSettings.from_env()
@@ -201,12 +202,12 @@ def warm_up() -> None:
 
 
 def main(argv: list[str]) -> None:
-    started = time.monotonic()
+    started, before = time.monotonic(), dict(os.environ)
     probes = harness.prepare()
     harness.starting("running a few scenarios: vLLM's first configuration builds")
     warm_up()
     harness.settle_heap()
-    Server(Path(argv[1]), float(argv[2]), probes, time.monotonic() - started).serve()
+    Server(Path(argv[1]), float(argv[2]), probes, time.monotonic() - started, ImportEnvironment.since(before)).serve()
 
 
 if __name__ == "__main__":
