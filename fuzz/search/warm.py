@@ -184,18 +184,22 @@ def fork_worker(argv: list[str], env: dict[str, str], cwd: str) -> WarmWorker | 
     return WarmWorker(sock, answer["pid"], os.fdopen(read_end, "r", errors="replace"))
 
 
-def status(path: Path | None = None) -> dict[str, Any] | None:
-    """The server's own account (pid, since, workers alive, idle limit), or None if none answers."""
-    answered = ask({"status": True}, path)
+def _one_answer(message: dict[str, Any], path: Path | None) -> dict[str, Any] | None:
+    answered = ask(message, path)
     if answered is None:
         return None
     answered[0].close()
     return answered[1]
 
 
+def status(path: Path | None = None) -> dict[str, Any] | None:
+    """The server's own account (pid, since, workers alive, idle limit), or None if none answers."""
+    return _one_answer({"status": True}, path)
+
+
 def start_server(idle: float, env: dict[str, str], path: Path | None = None) -> dict[str, Any]:
-    """Start a server in its own session, in ``env`` (the environment runs give their workers: their
-    ``VLLM_*`` settings are the ones it imports vLLM under), and return its status once it answers; one
+    """Start a server in its own session, in ``env`` (the environment runs give their workers: the one it
+    imports vLLM under, ``ImportEnvironment``), and return its status once it answers; one
     already running is returned as it is. A server that dies before it answers is a ``RuntimeError``
     with its log's last line."""
     path = path or socket_path()
@@ -222,8 +226,4 @@ def start_server(idle: float, env: dict[str, str], path: Path | None = None) -> 
 
 def stop_server(path: Path | None = None) -> dict[str, Any] | None:
     """Ask the server to stop taking requests and exit once its workers have ended; its last status, or None."""
-    answered = ask({"stop": True}, path)
-    if answered is None:
-        return None
-    answered[0].close()
-    return answered[1]
+    return _one_answer({"stop": True}, path)
