@@ -11,10 +11,13 @@
 #   bench/gpu_check.sh [--backend triton|triton-interpret|torch|auto] [--out DIR] [--limit N]
 #                      [--bench-limit N] [--python PY]
 #   (--limit: replay only the first N schedule entries; --bench-limit: the same for the benchmark)
-#   bench/gpu_check.sh --fetch-wheels    # on a networked machine: fla-core + einops into bench/wheels
+#   bench/gpu_check.sh --fetch-wheels    # on a networked machine: fla-core, einops and pydantic into bench/wheels
 #
-# Without vLLM the triton backend uses the fla-core package: when `import fla` fails, the
-# wheels in bench/wheels (pure Python, about 1.2 MB) are installed into a scratch directory.
+# Without vLLM the triton backend uses the fla-core package, and the readers need pydantic: when
+# `import fla` or `import pydantic` fails, the wheels in bench/wheels are installed into a scratch
+# directory (fla-core and einops pure Python, about 1.2 MB; pydantic's compiled core for CPython
+# 3.10-3.13 on x86-64 Linux, about 2.3 MB each). A replay stage passes only with its table printed:
+# its exit code 1 (divergences found) is also what a failure to start gives.
 #
 # --backend triton-interpret rehearses the check on a CPU machine with vLLM and Triton (no GPU):
 # the same stages on the same FLA Triton kernels, run by Triton's interpreter (vLLM's copy), on
@@ -41,7 +44,14 @@ while [ $# -gt 0 ]; do
     --limit) limit=$2; shift 2 ;;
     --bench-limit) bench_limit=$2; shift 2 ;;
     --python) py=$2; shift 2 ;;
-    --fetch-wheels) exec "$py" -m pip download fla-core==0.6.0 einops --no-deps -d "$wheels" ;;
+    --fetch-wheels)
+      "$py" -m pip download fla-core==0.6.0 einops pydantic==2.14.4 annotated-types typing-extensions \
+        typing-inspection --no-deps --only-binary=:all: -d "$wheels" || exit 1
+      for v in 3.10 3.11 3.12 3.13; do
+        "$py" -m pip download pydantic-core==2.50.5 --no-deps --only-binary=:all: --python-version "$v" \
+          --platform manylinux2014_x86_64 -d "$wheels" || exit 1
+      done
+      exit 0 ;;
     *) echo "gpu_check.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -66,25 +76,35 @@ if [ "$backend" = triton ] && ! "$py" -c "import vllm.third_party.flash_linear_a
   needs_fla_core=1
 fi
 [ "$backend" = triton-interpret ] && needs_fla_core=1
+# What a machine without vLLM lacks, from bench/wheels: fla-core (the triton backend's kernels) and pydantic
+# (the scenario and schedule readers; its compiled core for CPython 3.10-3.13 on x86-64 Linux).
+wanted=()
 if [ $needs_fla_core = 1 ] && ! "$py" -c "import fla.ops.gated_delta_rule" 2>/dev/null; then
+  wanted+=(fla-core einops)
+fi
+if ! "$py" -c "import pydantic" 2>/dev/null; then
+  wanted+=(pydantic pydantic-core annotated-types typing-extensions typing-inspection)
+fi
+if [ ${#wanted[@]} -gt 0 ]; then
   if ls "$wheels"/*.whl >/dev/null 2>&1; then
     pylib=$(mktemp -d)
-    "$py" -m pip install --quiet --no-index --no-deps --target "$pylib" "$wheels"/*.whl
+    "$py" -m pip install --quiet --no-index --no-deps --find-links "$wheels" --target "$pylib" "${wanted[@]}" \
+      || echo "could not install ${wanted[*]} from $wheels" | tee -a "$summary"
     export PYTHONPATH="$pylib${PYTHONPATH:+:$PYTHONPATH}"
   else
-    echo "no fla-core: run bench/gpu_check.sh --fetch-wheels on a networked machine first" | tee -a "$summary"
+    echo "no ${wanted[*]}: run bench/gpu_check.sh --fetch-wheels on a networked machine first" | tee -a "$summary"
   fi
 fi
 
 failed=0
-stage() {  # stage NAME EXPECTED_RC TIMEOUT_S CMD...
+stage() {  # stage NAME EXPECTED_RC TIMEOUT_S CMD...  ($must_print: a line the output must also hold)
   local name=$1 want=$2 limit_s=$3 start rc
   shift 3
   start=$(date +%s)
   timeout "$limit_s" "$@" > "$out_dir/$name.txt" 2>&1
   rc=$?
   grep -v "Triton is installed\|UserWarning\|_cpu_device_warning" "$out_dir/$name.txt" | tail -n 40
-  if [[ " $want " == *" $rc "* ]]; then
+  if [[ " $want " == *" $rc "* ]] && { [ -z "${must_print:-}" ] || grep -q "$must_print" "$out_dir/$name.txt"; }; then
     echo "PASS $name (rc $rc, $(( $(date +%s) - start )) s)" | tee -a "$summary"
   else
     echo "FAIL $name (rc $rc, wanted $want, $(( $(date +%s) - start )) s)" | tee -a "$summary"
@@ -101,13 +121,13 @@ if [ "$backend" = triton-interpret ]; then
 fi
 stage conformance 0 "$t_conformance" "$py" -m workers.kernels conformance --backend "$backend" --cases "$cases"
 # rc 1: the corpus has pre-51113 divergences, and they agree with the sim tier (rc 3 would not)
-stage replay 1 "$t_replay" "$py" -m workers.kernels replay --schedule bench/kernel_schedule.json \
+must_print="^kernel tier, backend" stage replay 1 "$t_replay" "$py" -m workers.kernels replay --schedule bench/kernel_schedule.json \
   --backend "$backend" --out "$out_dir" --limit "$limit" ${select[@]+"${select[@]}"}
 stage throughput 0 "$t_throughput" "$py" bench/kernel_throughput.py --backends "$backend" --limit "$bench_limit" \
   --out "$out_dir"
 if [ "$backend" = triton-interpret ]; then  # the GPU machine's path without vLLM: fla-core, as the triton backend calls it
   stage fla-core 0 600 "$py" -m workers.kernels conformance --backend triton-interpret-fla --cases 1
-  stage fla-core-replay 1 600 "$py" -m workers.kernels replay --schedule bench/kernel_schedule.json \
+  must_print="^kernel tier, backend" stage fla-core-replay 1 600 "$py" -m workers.kernels replay --schedule bench/kernel_schedule.json \
     --backend triton-interpret-fla --match pr51113-concurrent-prefills --limit 1
 fi
 echo "backend $backend: $([ $failed = 0 ] && echo all stages passed || echo some stage FAILED)" \
