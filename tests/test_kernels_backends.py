@@ -81,9 +81,9 @@ def test_fla_core_under_the_interpreter_as_the_gpu_check_calls_it(tmp_path):
     """bench/gpu_check.sh's triton backend on a GPU machine without vLLM runs fla-core (bench/wheels, installed
     into a scratch directory): the same calls under the interpreter conform. (They found fla-core 0.6's
     fused_recurrent_gated_delta_rule taking beta as its fifth positional parameter, gk.)"""
-    wheels = sorted(str(p) for p in (ROOT / "bench" / "wheels").glob("*.whl"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--target",
-                    str(tmp_path), *wheels], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--find-links",
+                    str(ROOT / "bench" / "wheels"), "--target", str(tmp_path), "fla-core", "einops"],
+                   check=True, timeout=300)
     code = (
         "import torch\n"
         "from workers.kernels.backends import get_backend\n"
