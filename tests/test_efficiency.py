@@ -117,7 +117,7 @@ def test_minimizing_keeps_the_signature_and_half_the_magnitude(tmp_path):
     scenario = _two_block_prompt()
     found = replay(scenario, candidate, VLLM)
     sig = finding_signature(found.verdict, scenario, found.candidate, FailOn("efficiency"))
-    assert sig == "efficiency-split-at-sub-block-stops-short"  # it stops 8 tokens inside a block
+    assert sig == "efficiency-split-stops-short-at-sub-block"  # it stops 8 tokens inside a block
     reproduces = reproduction_predicate(sig, found, candidate, VLLM, FailOn("efficiency"))
     report = minimize(scenario, reproduces, max_seconds=60)
     final = replay(report.minimized, candidate, VLLM)

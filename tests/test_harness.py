@@ -60,6 +60,6 @@ def test_run_saves_a_minimized_bundle_and_regression(tmp_path):
     # the seed's finding (pre-51113 runs past the stop vLLM makes under EAGLE's block drop), minimized to
     # its one request; a mutation may also find pre-51113's other departure (it never defers)
     assert "split-eagle-drop-runs-past" in bundles and set(bundles) <= {"split-eagle-drop-runs-past",
-                                                                        "split-at-defer-runs-past"}
+                                                                        "split-runs-past-to-budget"}
     assert len(bundles["split-eagle-drop-runs-past"].scenario.requests) == 1
     assert all((corpus / "regressions" / f"{sig}.json").exists() for sig in bundles)

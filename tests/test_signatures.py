@@ -23,7 +23,7 @@ REGRESSIONS = ROOT / "corpus" / "regressions"
 SEED_BUG = "poison-unaligned-end-past-lcp-eagle-family"  # the symptom
 # pre-51113 differs from the installed split in two ways that poison: it runs past the stops EAGLE's
 # block drop moves (PR #51113's gate), and it never defers a chunk that cannot end aligned
-SEED_BUG_CAUSES = {"split-eagle-drop-runs-past", "split-at-defer-runs-past"}
+SEED_BUG_CAUSES = {"split-eagle-drop-runs-past", "split-runs-past-to-budget"}
 IGNORE_EXTERNAL = "bench/mutants/ignore_external_start.py:split"
 
 

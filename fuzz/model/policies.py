@@ -31,6 +31,7 @@ import importlib
 import importlib.util
 import inspect
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,9 @@ from fuzz.errors import InputError
 from fuzz.model import json_input
 from fuzz.model.checkout import BRANCH_PREFIX, OVERLAID_FILES, OVERLAID_PACKAGES
 from fuzz.model.deadline import DeadlineExceeded
+from fuzz.model.decision import ask, describe
 from fuzz.model.placement import current
+from fuzz.model.result import SplitDisagreement
 
 SplitFn = Callable[..., int]
 SIGNATURE = (
@@ -176,6 +179,26 @@ def following(candidate: Policy, reference: Policy, times: int) -> Policy:
                   (reference.spec, times), candidate.elsewhere or reference.elsewhere)
 
 
+def corrected(candidate: Policy, reference: Policy, stands_for: Callable[[SplitDisagreement], bool]) -> Policy:
+    """``candidate``, except where it answers differently from ``reference`` in a decision ``stands_for``
+    accepts (the decision described in vLLM's terms, ``fuzz.model.decision.describe``), where it answers as
+    ``reference`` does: the candidate with one signature's decisions fixed (the oracle's folding: is a new
+    finding the same bug as a known one?)."""
+
+    def split(self: Any, request: Any, num_new_tokens: int, num_new_local_computed_tokens: int = 0,
+              num_external_computed_tokens: int = 0) -> int:
+        args = (num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens)
+        answer = candidate.split(self, request, *args)
+        expected = ask(reference.split, self, request, args)
+        if expected is not None and expected != answer and stands_for(
+                describe(candidate.split, reference.split, self, request, args, answer, expected)):
+            return expected
+        return answer
+
+    return Policy(candidate.name, candidate.spec, split, candidate.description, candidate.checkout,
+                  candidate.follows, candidate.elsewhere or reference.elsewhere)
+
+
 def is_builtin(spec: str) -> bool:
     """Whether ``spec`` names one of gdnfuzz's own policies (its code, or the installed vLLM's split)."""
     return spec in BUILTINS
@@ -276,9 +299,11 @@ def _from_file(path: Path, attr: str, spec: str) -> SplitFn:
     module_spec = importlib.util.spec_from_file_location(f"gdnfuzz_policy_{abs(hash(str(path.resolve())))}", path)
     assert module_spec is not None and module_spec.loader is not None
     module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module  # as an import would: a dataclass in the file looks its module up
     try:
         module_spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - as in _from_module
+        del sys.modules[module_spec.name]
         raise PolicyError(f"policy {spec}: {path} failed to load ({type(exc).__name__}: {exc})") from None
     return _attr(module, attr, spec)
 

@@ -149,6 +149,7 @@ class SplitDisagreement:
     decider: str
     region: str = ""
     conditions: tuple[str, ...] = ()
+    candidate_end: str = ""  # where the candidate's chunk ends, classed by the same rules as ``decider``
 
 
 @_ON_FILE

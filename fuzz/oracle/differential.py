@@ -16,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fuzz.model.policies import Policy, following
+from fuzz.model.policies import Policy, corrected, following
 from fuzz.model.result import RunResult, RunStatus, SplitDisagreement, VerdictStatus, exact_outputs_differ
 from fuzz.model.scenario import Scenario
-from fuzz.oracle.verdict import JudgeInput, OutputsDiffer, Verdict, finding_classes, outcome
+from fuzz.oracle.signature import stands_for
+from fuzz.oracle.verdict import FindingClass, JudgeInput, OutputsDiffer, Verdict, finding_classes, outcome
 from fuzz.tiers import Executor, executor_for
 
 
@@ -32,19 +33,23 @@ class Replayed:
 
 
 def replay(scenario: Scenario, candidate: Policy, reference: Policy, tier: str = "sim",
-           candidate_run: RunResult | None = None, causes: bool = True) -> Replayed:
+           candidate_run: RunResult | None = None, causes: bool = True,
+           reference_run: RunResult | None = None, truth_run: RunResult | None = None) -> Replayed:
     """Candidate, reference and truth on one tier, judged by every finding class; where the candidate
     has a finding of its own, the first split decision where the two policies disagree in the candidate's
     run (its root cause, ``Verdict.root_cause``, from a tier that records it), which names the finding.
 
     ``candidate_run``: the candidate's run of this scenario on this tier, made with ``reference``, when
-    the caller already has it (the fuzzer's fast path), so no input runs twice. ``causes=False`` skips
-    the root-cause search (its extra runs) where only whether something is found matters.
+    the caller already has it (the fuzzer's fast path), so no input runs twice. ``reference_run`` and
+    ``truth_run``: the reference's and the truth's runs of this scenario on this tier, where a caller
+    judges many candidates on one scenario (a mutation benchmark). ``causes=False`` skips the root-cause
+    search (its extra runs) where only whether something is found matters.
     """
     executor = executor_for(tier)
     cand = candidate_run if candidate_run is not None else executor.run(scenario, candidate, reference)
-    ref = executor.run(scenario, reference)  # even when equal: a null run must catch nondeterminism
-    truth = executor.truth(scenario)
+    # the reference runs even when equal to the candidate: a null run must catch nondeterminism
+    ref = reference_run if reference_run is not None else executor.run(scenario, reference)
+    truth = truth_run if truth_run is not None else executor.truth(scenario)
     verdict = judge(scenario, cand, ref, truth, executor.outputs_differ, lambda: executor.canary_detected(scenario))
     if causes and _candidates_own(verdict):
         verdict.root_cause = root_cause(scenario, candidate, reference, executor, cand, ref, truth)
@@ -88,6 +93,21 @@ def root_cause(scenario: Scenario, candidate: Policy, reference: Policy, executo
         middle = (low + high) // 2
         low, high = (low, middle) if fixed(middle) else (middle, high)
     return disagreements[low]
+
+
+def folds_into(scenario: Scenario, candidate: Policy, reference: Policy, cls: FindingClass,
+               causes: list[SplitDisagreement], reference_run: RunResult, truth: RunResult | None,
+               tier: str = "sim") -> bool:
+    """Whether the finding of class ``cls`` the candidate has on ``scenario`` is the known bugs' whose root
+    causes are ``causes``: the candidate corrected on the decisions their signatures stand for
+    (``fuzz.oracle.signature.stands_for``: answering as the reference there) has no finding of ``cls`` of
+    its own here. One run; ``reference_run`` and ``truth`` are this scenario's."""
+    executor = executor_for(tier)
+    regions = [stands_for(c) for c in causes]
+    fixed = corrected(candidate, reference, lambda d: any(region(d) for region in regions))
+    run = executor.run(scenario, fixed, reference)
+    verdict = judge(scenario, run, reference_run, truth, executor.outputs_differ)
+    return not verdict.of(cls) or outcome(cls.symptom(verdict, scenario, run)) != "new"
 
 
 def judge(scenario: Scenario, candidate: RunResult, reference: RunResult, truth: RunResult | None = None,

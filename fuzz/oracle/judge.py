@@ -58,7 +58,8 @@ def _crossing_chunk(run: RunResult, slot: PoisonedSlot) -> Chunk | None:
     return last
 
 
-def _side_findings(run: RunResult, side: str) -> list[Divergence]:
+def own_findings(run: RunResult, side: str = "candidate") -> list[Divergence]:
+    """What one run shows by itself, as findings of ``side``: poisoned slots, faults, bad resumes."""
     found = []
     for p in run.poisoned:
         crossing = _crossing_chunk(run, p)
@@ -96,7 +97,7 @@ def self_consistent(run: RunResult) -> bool:
 def judge_correctness(runs: JudgeInput) -> list[Divergence]:
     """The correctness findings of ``runs`` (module docstring), both sides, in the order they were checked."""
     candidate, reference, truth, differ = runs.candidate, runs.reference, runs.truth, runs.outputs_differ
-    findings = _side_findings(candidate, "candidate") + _side_findings(reference, "reference")
+    findings = own_findings(candidate, "candidate") + own_findings(reference, "reference")
     for rid, c in candidate.requests.items():
         r = reference.requests.get(rid)
         if r is None:

@@ -19,14 +19,19 @@ is ``foreign-state``; one longer than the claim is ``overrun``; the zero state i
 These are the symptom names of the correctness class (``fuzz.oracle.classes.correctness``): what a
 finding is named when no root cause is known. Where the candidate's and the reference's splits answer
 differently on the same scheduler state, a candidate's finding is named after the first such decision
-instead (:func:`root_cause_name`), so one missed stop is one name whatever it poisons, stalls or costs.
-Every class names its own findings, and ``fuzz.oracle.verdict.finding_signature`` picks the class.
+instead (:func:`root_cause_name`): what the candidate does wrong there, never which of vLLM's stops the
+run happened to cross, so one slip is one name whatever it poisons, stalls or costs; a contract fault is
+named by what the split did, never by the configuration it did it in. :func:`stands_for` says which
+decisions such a name covers (the fuzzer folds a new name into a known one whose fix removes it:
+``fuzz.search.folding``). Every class names its own findings, and ``fuzz.oracle.verdict.finding_signature`` picks the class.
 
 Invariant: signatures match ``[A-Za-z0-9][A-Za-z0-9._-]{0,127}`` (a directory
 name, and what ``fuzz.report.github.load_bundle`` accepts).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from fuzz.model.result import RunResult, SplitDisagreement
 from fuzz.model.scenario import Scenario, prompt_lengths
@@ -99,10 +104,20 @@ def _name(finding: Divergence, scenario: Scenario, run: RunResult) -> str:
         detail = str(finding.details.get("detail", ""))
         head = f"{finding.kind}-{slug(detail.split(':', 1)[0])[:40] or 'unknown'}"
     elif finding.kind == "contract":
-        head = "contract-out-of-range"
+        return _contract_name(str(finding.details.get("detail", "")))
     else:
         head = finding.kind
     return "-".join([head, *conditions(scenario, head, finding.details)])
+
+
+def _contract_name(detail: str) -> str:
+    """A split that broke its contract, named by what it did (``contract-raised-<exception>``,
+    ``contract-out-of-range``), never by the configuration it did it in: the split's own code is at fault
+    wherever it runs."""
+    raised = detail.removeprefix("split raised ")
+    if raised != detail:
+        return f"contract-raised-{slug(raised.split('(', 1)[0])[:40] or 'unknown'}"
+    return "contract-out-of-range"
 
 
 def correctness_signature(findings: list[Divergence], scenario: Scenario, candidate_run: RunResult) -> str:
@@ -130,14 +145,42 @@ def artifact_signature(kind: str, error: str, scenario: Scenario) -> str:
 SPECIFICITY = ("preempted", "external-start", "junction", "checkpoint-spec", "eagle-drop", "partial-hits")
 
 
+def _condition(d: SplitDisagreement) -> str | None:
+    return next((c for c in SPECIFICITY if c in d.conditions), None)
+
+
+def _runs_past(d: SplitDisagreement) -> bool:
+    return d.candidate > d.reference
+
+
 def root_cause_name(d: SplitDisagreement) -> str:
-    """A finding named after its root cause: ``split-<what>-<direction>[-replay]``. ``<what>`` is the most
-    specific input the disagreement needs (:data:`SPECIFICITY`), or, for one that needs none,
-    ``at-<decider>`` (the rule of vLLM's split that decided); ``<direction>`` is ``runs-past`` (the
-    candidate schedules more than vLLM's split, through or past its stop) or ``stops-short`` (less, or
-    defers); ``replay`` marks a resumed request replaying its outputs. E.g. ``split-eagle-drop-runs-past``:
-    the candidate schedules past a stop vLLM's split makes only under EAGLE's block drop. One missed stop
-    is one name, whatever it poisons, stalls or costs; the finer facts stay in the bundle as evidence."""
-    what = next((c for c in SPECIFICITY if c in d.conditions), f"at-{d.decider}")
-    direction = "runs-past" if d.candidate > d.reference else "stops-short"
-    return slug("-".join(["split", what, direction, *(["replay"] if d.region == "replay" else [])]))
+    """A finding named after its root cause, the split decision where the candidate answers differently
+    from the reference: what the candidate does wrong, never which of vLLM's stops the run happened to
+    meet there.
+
+    ``split-<input>-<direction>`` where the disagreement needs an input (:data:`SPECIFICITY`; with it
+    neutralized the two splits agree), e.g. ``split-eagle-drop-runs-past``: the candidate mishandles EAGLE's
+    block drop, wherever it meets it. Otherwise the candidate's own answer names it: ``split-runs-past-to-<end>``
+    (it schedules more than vLLM's split, to ``budget``: all it is offered, or to the position ``<end>``
+    that one of vLLM's rules would stop at, or ``sub-block``: none), ``split-stops-short-at-<end>`` (less), or
+    ``split-defers`` (nothing where vLLM's split schedules). A one-line slip (an end off by one, a stop
+    ignored) is one name however many of vLLM's stops its runs cross; the stop it crossed stays in the
+    bundle as evidence (``SplitDisagreement.decider``)."""
+    condition = _condition(d)
+    direction = "runs-past" if _runs_past(d) else "stops-short"
+    if condition is not None:
+        return slug(f"split-{condition}-{direction}")
+    if not _runs_past(d):
+        return "split-defers" if d.candidate == 0 else slug(f"split-stops-short-at-{d.candidate_end}")
+    return slug(f"split-runs-past-to-{'budget' if d.candidate == d.offered else d.candidate_end}")
+
+
+def stands_for(cause: SplitDisagreement) -> Callable[[SplitDisagreement], bool]:
+    """The split decisions a signature named after ``cause`` stands for (the bug, not the one decision):
+    those that need the same input, where its name has one; every decision where the candidate departs
+    from the reference, where it has none (a bug that needs no particular input is the candidate's way of
+    splitting wherever it differs). A candidate answering as the reference on them is the candidate with
+    that bug fixed (``fuzz.model.policies.corrected``), so a finding it no longer has is that bug's
+    (``fuzz.oracle.differential.folds_into``)."""
+    condition = _condition(cause)
+    return lambda d: condition is None or condition in d.conditions

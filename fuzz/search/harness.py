@@ -30,19 +30,23 @@ import importlib
 import sys
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 from fuzz.errors import ConfigRejected
 from fuzz.model.deadline import exit_when_stuck
 from fuzz.model.policies import resolve_policy
+from fuzz.model.result import RunResult
 from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
 from fuzz.oracle.verdict import finding_signature
 from fuzz.report.finding_report import store_finding
 from fuzz.search.coverage import Probes, instrument
+from fuzz.search.folding import KnownBugs
 from fuzz.search.in_flight import InFlight
 from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE, STARTING_LINE
 from fuzz.search.mutate import crossover, decode, mutate
 from fuzz.search.profiles import Profile, profile_named
+from fuzz.search.repeats import Repeats, cheap_key
 from fuzz.search.settings import RunSettings
 from fuzz.tiers import KERNEL_CONFORMANCE_TARGET, executor_for, load
 
@@ -86,6 +90,11 @@ class FuzzTarget:
         # The fast path: the reference is skipped when the candidate's run alone shows it has nothing of
         # any class that is counted (a class that compares the two runs can never tell that alone).
         self.decided_alone = [c.decided_by_candidate for c in settings.fail_on.classes]
+        # The probe compares every split decision of the candidate's run with the reference's (both split
+        # policies, not whole branches): a run without a disagreement is the reference's run too.
+        self.probed = self.candidate.checkout is None and self.reference.checkout is None
+        self.repeats = Repeats(settings.deadline)
+        self.known = KnownBugs(settings.store, settings.crashes)
         self.started = False
         self.in_flight = InFlight(settings.crashes)
 
@@ -106,17 +115,42 @@ class FuzzTarget:
             # Reference bugs are found by fuzzing with --candidate vllm.
             if all(decided(run) for decided in self.decided_alone):
                 return
-            replayed = replay(scenario, self.candidate, self.reference, "sim", candidate_run=run)
+            key = cheap_key(run, scenario)
+            known = self.repeats.known(key)
+            if known is not None:
+                self._occurred(known, self.settings.crashes / known, data)
+                return
+            replayed = replay(scenario, self.candidate, self.reference, "sim", candidate_run=run,
+                              reference_run=run if self._same_decisions(run) else None)
         except ConfigRejected:
             return  # an engine config vLLM refuses is not an input, let alone a finding
         sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
         if sig == "clean":
             return
-        self.hits[sig] += 1
+        sig = self.known.fold(sig, scenario, replayed, self.candidate, self.reference) or sig
+        self.repeats.learn(key, sig)
+        bundle = self.settings.crashes / sig
+        if (bundle / "verdict.json").exists():
+            self._occurred(sig, bundle, data)
+            return
         print(f"{DETECTED_LINE} {sig}", file=sys.stderr, flush=True)
+        self.hits[sig] += 1
         finding = Finding(sig, scenario, scenario, replayed.verdict, self.candidate.spec, self.reference.spec,
                           replayed.candidate, reference_run=replayed.reference, fail_on=fail_on)
         bundle = store_finding(finding, self.settings.crashes, None, replay=_digest(data) in self.committed)
+        print(f"{FINDING_LINE} {sig} {bundle}", file=sys.stderr, flush=True)
+
+    def _same_decisions(self, run: RunResult) -> bool:
+        """Whether the reference's run of this input is ``run`` itself: the probe saw every split decision
+        agree, and the candidate's split neither broke its contract nor hung (answers the probe never saw)."""
+        return self.probed and run.disagreement is None and not any(
+            f.kind in ("contract", "hang") for f in run.faults)
+
+    def _occurred(self, sig: str, bundle: Path, data: bytes) -> None:
+        """One more occurrence of a signature stored raw in ``bundle`` (counted in batches)."""
+        print(f"{DETECTED_LINE} {sig}", file=sys.stderr, flush=True)
+        self.hits[sig] += 1
+        self.repeats.count(bundle, _digest(data) in self.committed)
         print(f"{FINDING_LINE} {sig} {bundle}", file=sys.stderr, flush=True)
 
 

@@ -57,6 +57,7 @@ class RunSettings:
     corpus: Path = Path("corpus")
     crashes: Path = Path("crashes")
     write_regressions: bool = True  # minimized findings also go to corpus/regressions
+    store: Path | None = None  # a worker's: the run's crash store, whose signatures its findings may fold into
 
     @property
     def queue(self) -> Path:
@@ -73,8 +74,9 @@ class RunSettings:
         return self.corpus / "regressions" if self.write_regressions else None
 
     def for_worker(self, raw: Path) -> RunSettings:
-        """A harness worker's settings: its raw bundles under ``raw`` (one writer: that worker)."""
-        return replace(self, crashes=raw)
+        """A harness worker's settings: its raw bundles under ``raw`` (one writer: that worker), the run's
+        crash store as ``store``."""
+        return replace(self, crashes=raw, store=self.crashes)
 
     def child_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """The environment of a process that runs under these settings (``base``: default this process's)."""
@@ -91,6 +93,7 @@ class RunSettings:
         data["fail_on"] = FailOn(data["fail_on"])
         data["libfuzzer"] = tuple(data["libfuzzer"])
         data["corpus"], data["crashes"] = Path(data["corpus"]), Path(data["crashes"])
+        data["store"] = None if data.get("store") is None else Path(data["store"])
         return cls(**data)
 
 

@@ -373,9 +373,14 @@ def update_verdict(bundle: Path, **changes: Any) -> dict[str, Any]:
 def count_occurrence(bundle: Path, replay: bool = False) -> None:
     """One more occurrence of the bundle's signature: a new discovery (``hits``) or a replay of a
     committed corpus input (``replays``)."""
+    add_occurrences(bundle, 1, replay)
+
+
+def add_occurrences(bundle: Path, n: int, replay: bool = False) -> None:
+    """``n`` more occurrences of the bundle's signature, in one write (see :func:`count_occurrence`)."""
     data = load_verdict(Path(bundle) / "verdict.json")
     key = "replays" if replay else "hits"
-    update_verdict(bundle, **{key: int(data.get(key, 0 if replay else 1)) + 1})
+    update_verdict(bundle, **{key: int(data.get(key, 0 if replay else 1)) + n})
 
 
 def sync_counts(bundle: Path, raw_bundles: list[Path]) -> None:

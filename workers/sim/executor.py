@@ -26,6 +26,7 @@ from typing import Any
 
 from fuzz.errors import ConfigRejected
 from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
+from fuzz.model.decision import DisagreementProbe
 from fuzz.model.drive import Drive
 from fuzz.model.knobs import EngineKnobs
 from fuzz.model.policies import Policy, contract_checked
@@ -42,7 +43,6 @@ from fuzz.model.scenario import Request as ScenarioRequest
 from fuzz.tiers import BaseExecutor
 from workers.sim.block_hashes import memoized_block_hasher
 from workers.sim.branch import BranchRunner
-from workers.sim.disagreement import DisagreementProbe
 from workers.sim.fidelity import check_mirror_fidelity
 from workers.sim.hash_index import MambaHashIndex
 from workers.sim.runner_mirror import PrefillCheckpoints, RunnerMirror, StepWork

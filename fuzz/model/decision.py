@@ -1,32 +1,35 @@
-"""The first split decision where two policies disagree, found on vLLM's real scheduler state.
+"""A split decision where two policies answer differently, described in vLLM's terms.
 
-:class:`DisagreementProbe` is a split that answers as the candidate and, on every call, asks the
-reference too, on the same scheduler, request and arguments. The first time they differ it records a
-:class:`~fuzz.model.result.SplitDisagreement`:
+:func:`describe` says, for one call of the split on vLLM's real scheduler state where a candidate and a
+reference answer differently, as a :class:`~fuzz.model.result.SplitDisagreement`:
 
 - how the candidate departs (ran past the reference's stop, stopped short of it, deferred, did not
   defer);
 - the position that decides, classed against the positions vLLM's split stops at, computed with
   vLLM's own helpers (a block boundary, the partial-hit prompt checkpoint, a shared-prefix junction,
-  the prefill end, the budget, inside a block), and where it lies (past ``last_cache_position``, past
-  the prompt);
+  the prefill end, the budget, inside a block), where it lies (past ``last_cache_position``, past
+  the prompt), and where the candidate's chunk ends, classed the same way;
 - the inputs the disagreement depends on: each is neutralized in turn (EAGLE's block drop, partial
   hits, the checkpoint spec, the junction, the external tokens' place in the start, the request's
   preemptions), both splits are asked again, and the input is a condition when they then agree.
 
-Invariants: the probe never changes what the candidate answers, so the probed run is the candidate's
-run; every state a neutralization changes is restored before the call returns.
+:class:`DisagreementProbe` is a split that answers as the candidate and records its first such decision
+(the sim tier's runs carry it); :func:`fuzz.model.policies.corrected` uses :func:`describe` to answer as
+the reference on the decisions a signature stands for.
+
+Invariants: describing a decision never changes what the candidate answers; every state a
+neutralization changes is restored before the call returns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fuzz.model.policies import SplitFn
 from fuzz.model.result import RunResult, SplitDisagreement
 
+SplitFn = Callable[..., int]
 Args = tuple[int, int, int]  # num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens
 
 
@@ -96,6 +99,44 @@ def _region(position: int, request: Any, marks: dict[str, int]) -> str:
     return "past-lcp" if position > marks["lcp"] else ""
 
 
+def ask(split: SplitFn, scheduler: Any, request: Any, args: Args) -> int | None:
+    """What ``split`` answers, or None where it raises (a split that raises has no answer to compare; the
+    candidate's own raising is a contract fault of its run)."""
+    try:
+        return split(scheduler, request, *args)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _agree_without(candidate: SplitFn, reference: SplitFn, scheduler: Any, request: Any, context: Any,
+                   args: Args) -> bool:
+    with context:
+        ours, theirs = (ask(split, scheduler, request, args) for split in (candidate, reference))
+    return ours is not None and ours == theirs
+
+
+def describe(candidate: SplitFn, reference: SplitFn, scheduler: Any, request: Any, args: Args, answer: int,
+             expected: int) -> SplitDisagreement:
+    """The decision where ``candidate`` answered ``answer`` and ``reference`` ``expected`` (they differ) on
+    this call (module docstring); its ``step`` is -1 (a run's record knows it)."""
+    n, local, external = args
+    start = request.num_computed_tokens + local + external
+    marks = _positions(scheduler, request, start, n)
+    if answer > expected:
+        departure = "no-defer" if expected == 0 else "ran-past"
+        decider = start + expected  # the reference's stop
+    else:
+        departure = "deferred" if answer == 0 else "stopped-short"
+        decider = start + (expected if answer == 0 else answer)  # what was refused, or the candidate's own stop
+    conditions = tuple(name for name, context, neutral in _neutralizers(scheduler, request, args)
+                       if _agree_without(candidate, reference, scheduler, request, context, neutral))
+    return SplitDisagreement(
+        step=-1, request_id=str(request.request_id), start=start, offered=n, candidate=answer, reference=expected,
+        departure=departure, decider=_classify(decider, start, marks),
+        region=_region(decider, request, marks), conditions=conditions,
+        candidate_end=_classify(start + answer, start, marks))
+
+
 class DisagreementProbe:
     """A split answering as ``candidate`` that records its first disagreement with ``reference``."""
 
@@ -117,36 +158,7 @@ class DisagreementProbe:
         args = (num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens)
         answer = self.candidate(scheduler, request, *args)
         if self.found is None:
-            expected = self._ask(self.reference, scheduler, request, args)
+            expected = ask(self.reference, scheduler, request, args)
             if expected is not None and answer != expected:
-                self.found = self._disagreement(scheduler, request, args, answer, expected)
+                self.found = describe(self.candidate, self.reference, scheduler, request, args, answer, expected)
         return answer
-
-    @staticmethod
-    def _ask(split: SplitFn, scheduler: Any, request: Any, args: Args) -> int | None:
-        try:
-            return split(scheduler, request, *args)
-        except Exception:  # a split that raises has no answer to compare (the candidate's own is a contract fault)
-            return None
-
-    def _agree_without(self, scheduler: Any, request: Any, context: Any, args: Args) -> bool:
-        with context:
-            ours, theirs = (self._ask(split, scheduler, request, args) for split in (self.candidate, self.reference))
-        return ours is not None and ours == theirs
-
-    def _disagreement(self, scheduler: Any, request: Any, args: Args, answer: int, expected: int) -> SplitDisagreement:
-        n, local, external = args
-        start = request.num_computed_tokens + local + external
-        marks = _positions(scheduler, request, start, n)
-        if answer > expected:
-            departure = "no-defer" if expected == 0 else "ran-past"
-            decider = start + expected  # the reference's stop
-        else:
-            departure = "deferred" if answer == 0 else "stopped-short"
-            decider = start + (expected if answer == 0 else answer)  # what was refused, or the candidate's own stop
-        conditions = tuple(name for name, context, neutral in _neutralizers(scheduler, request, args)
-                           if self._agree_without(scheduler, request, context, neutral))
-        return SplitDisagreement(
-            step=-1, request_id=str(request.request_id), start=start, offered=n, candidate=answer, reference=expected,
-            departure=departure, decider=_classify(decider, start, marks),
-            region=_region(decider, request, marks), conditions=conditions)

@@ -1,0 +1,456 @@
+"""The generated mutation benchmark: every first-order mutant of the installed split, and what kills it.
+
+Mutants come from ``bench/mutants/generated.py`` (the standard operators of mutation testing applied to
+the installed ``Scheduler._mamba_block_aligned_split``). Stages, each timed:
+
+1. **sample**: split calls recorded from sim runs of generated scenarios of every workload profile,
+   under vLLM's split and two other policies (``pre-51113``, ``naive``: states vLLM's own split never
+   reaches), each call kept as a snapshot of what the split reads of the scheduler and the request;
+2. **triage**: ``plus1``/``minus1`` mutants of an expression that is not an integer on the sample are
+   dropped (counted); a mutant whose answers equal the original's on every sampled call is *likely
+   equivalent* and set aside (counted); the rest go on;
+3. **corpus**: each committed corpus file replayed on the sim tier, the mutant against ``vllm``; a file
+   kills it where the mutant has a finding of its own of any class (``--fail-on any``);
+4. **generated**: a fixed set of generated scenarios (``--generated`` per profile, every profile, seed
+   ``--seed``), the same way;
+5. **fuzz**: ``gdnfuzz run --fail-on any --max-time FUZZ_TIME`` for the mutants still alive.
+
+Reference and truth runs are computed once per scenario per worker process (they do not depend on the
+mutant); each mutant's runs are in-process (these mutants are our own code), ``--jobs`` processes.
+
+Prints the counts, the kill matrix (one row a mutant: corpus files that kill it, generated scenarios
+that kill it, fuzz), the candidate-side signatures each killed mutant gets over the corpus and generated
+set, the pairs of mutants on different lines that share a signature (with examples), the survivors with
+their diff, and the wall time of each stage. ``--json FILE`` writes everything (the whole matrix).
+Asserts nothing.
+
+    .venv/bin/python bench/split_mutants.py --jobs 2 --json /tmp/mutants.json
+    .venv/bin/python bench/split_mutants.py --limit 40 --mutant-seed 1   # a seeded sample of the mutants
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench" / "mutants"))
+
+import generated  # noqa: E402
+
+from fuzz.errors import ConfigRejected  # noqa: E402
+from fuzz.model.policies import Policy, resolve_policy  # noqa: E402
+from fuzz.model.scenario import Scenario, load_scenario  # noqa: E402
+from fuzz.oracle.differential import replay  # noqa: E402
+from fuzz.oracle.verdict import FailOn, finding_signature, outcome  # noqa: E402
+
+CORPUS = ROOT / "corpus" / "regressions"
+PROFILES = ("default", "chat", "agentic", "batch")
+SAMPLE_POLICIES = ("vllm", "pre-51113", "naive")
+GDNFUZZ = str(Path(sys.executable).with_name("gdnfuzz"))
+
+
+# ---------------------------------------------------------------- the sample
+
+
+def _chains(tree: ast.FunctionDef) -> list[tuple[str, ...]]:
+    """Every attribute chain rooted at ``self`` or ``request`` the split reads (the longest ones)."""
+    found = set()
+    inner = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            parts, value = [node.attr], node.value
+            while isinstance(value, ast.Attribute):
+                inner.add(id(value))
+                parts.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in ("self", "request") and id(node) not in inner:
+                found.add((value.id, *reversed(parts)))
+    return sorted(found)
+
+
+def _snapshot(obj: Any, chains: list[tuple[str, ...]]) -> SimpleNamespace:
+    root = SimpleNamespace()
+    for chain in chains:
+        node, value = root, obj
+        for k, part in enumerate(chain):
+            value = getattr(value, part)
+            if k == len(chain) - 1:
+                setattr(node, part, value)
+            else:
+                node = getattr(node, part, None) or _child(node, part)
+    return root
+
+
+def _child(node: SimpleNamespace, part: str) -> SimpleNamespace:
+    child = SimpleNamespace()
+    setattr(node, part, child)
+    return child
+
+
+Call = tuple[SimpleNamespace, SimpleNamespace, tuple[int, int, int]]
+
+
+def _key(call: Call) -> str:
+    return repr((sorted(_flat(call[0])), sorted(_flat(call[1])), call[2]))
+
+
+def _flat(ns: SimpleNamespace, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for name, value in vars(ns).items():
+        if isinstance(value, SimpleNamespace):
+            yield from _flat(value, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", value
+
+
+def _scenarios(profile: str, seed: int, count: int) -> list[Scenario]:
+    from fuzz.search.generate import random_scenario
+    from fuzz.search.profiles import PROFILES as BY_NAME
+
+    rng = random.Random(seed)
+    return [random_scenario(rng, BY_NAME[profile]) for _ in range(count)]
+
+
+def record_sample(count: int, seed: int) -> list[Call]:
+    """Distinct split calls (snapshots) from sim runs of ``count`` generated scenarios per profile."""
+    from fuzz.tiers import executor_for
+
+    tree = generated.installed().tree
+    self_chains = [c[1:] for c in _chains(tree) if c[0] == "self"]
+    request_chains = [c[1:] for c in _chains(tree) if c[0] == "request"]
+    calls: dict[str, Call] = {}
+    executor = executor_for("sim")
+    for spec in SAMPLE_POLICIES:
+        inner = resolve_policy(spec).split
+
+        def recording(scheduler: Any, request: Any, *args: int, inner: Any = inner) -> int:
+            full = (tuple(args) + (0, 0, 0))[:3]
+            call = (_snapshot(scheduler, self_chains), _snapshot(request, request_chains), full)
+            calls.setdefault(_key(call), call)
+            return inner(scheduler, request, *args)
+
+        policy = Policy(f"recording {spec}", spec, recording)
+        for profile in PROFILES:
+            for scenario in _scenarios(profile, seed, count):
+                try:
+                    executor.run(scenario, policy)
+                except ConfigRejected:
+                    continue
+    return list(calls.values())
+
+
+def _answers(split: Any, calls: list[Call]) -> list[Any]:
+    out = []
+    for scheduler, request, args in calls:
+        try:
+            out.append(split(scheduler, request, *args))
+        except Exception as exc:  # noqa: BLE001 - a mutant that raises answers differently
+            out.append(f"raises {type(exc).__name__}")
+    return out
+
+
+# ---------------------------------------------------------------- kill stages
+
+
+@dataclass
+class Kill:
+    """One scenario's verdict on one mutant: the signature (``--fail-on any``), whether it is the
+    mutant's own (``new``), and the root cause / symptom behind the name."""
+
+    scenario: str
+    signature: str
+    symptom: str = ""
+    cause: dict[str, Any] | None = None
+
+
+@dataclass
+class Record:
+    name: str
+    operator: str
+    line: int
+    before: str
+    after: str
+    diff: str
+    status: str = "alive"  # not-integer | equivalent | killed | alive
+    killed_by: str = ""  # corpus | generated | fuzz
+    corpus: list[Kill] = field(default_factory=list)
+    generated: list[Kill] = field(default_factory=list)
+    fuzz: list[str] = field(default_factory=list)  # candidate-side signatures of the fuzz run
+    seconds: float = 0.0
+
+
+_WORKER: dict[str, Any] = {}
+
+
+def _worker_init(generated_count: int, seed: int, named: int) -> None:
+    import logging
+
+    logging.disable(logging.WARNING)
+    corpus = [(p.name, load_scenario(p)[0]) for p in sorted(CORPUS.glob("*.json"))]
+    gen = [(f"{profile}-{i}", s) for profile in PROFILES
+           for i, s in enumerate(_scenarios(profile, seed + 1, generated_count))]
+    _WORKER.update(corpus=corpus, generated=gen, reference=resolve_policy("vllm"), runs={}, named=named)
+
+
+def _cached_runs(label: str, scenario: Scenario) -> tuple[Any, Any]:
+    from fuzz.tiers import executor_for
+
+    runs = _WORKER["runs"]
+    if label not in runs:
+        executor = executor_for("sim")
+        runs[label] = (executor.run(scenario, _WORKER["reference"]), executor.truth(scenario))
+    return runs[label]
+
+
+def _policy(mutant: generated.Mutant) -> Policy:
+    return Policy(mutant.name, f"bench/mutants/generated.py:{mutant.name}", mutant.split)
+
+
+def _replayed(candidate: Policy, label: str, scenario: Scenario, causes: bool) -> Any:
+    reference_run, truth_run = _cached_runs(label, scenario)
+    return replay(scenario, candidate, _WORKER["reference"], "sim", causes=causes,
+                  reference_run=reference_run, truth_run=truth_run)
+
+
+def _kills(candidate: Policy, scenarios: list[tuple[str, Scenario]]) -> list[Kill]:
+    """The scenarios where ``candidate`` has a finding of its own, named without their root cause (its
+    search costs runs; :func:`_named` names a few)."""
+    found = []
+    for label, scenario in scenarios:
+        try:
+            replayed = _replayed(candidate, label, scenario, causes=False)
+        except ConfigRejected:
+            continue
+        sig = finding_signature(replayed.verdict, scenario, replayed.candidate, FailOn("any"))
+        if outcome(sig) == "new":
+            found.append(Kill(label, sig))
+    return found
+
+
+def _named(candidate: Policy, kills: list[Kill], scenarios: dict[str, Scenario], most: int) -> None:
+    """Name up to ``most`` of ``kills`` (spread evenly) as ``gdnfuzz run`` would: signature, symptom, cause."""
+    from fuzz.oracle.classes.correctness import FINDING_CLASS as CORRECTNESS
+
+    for kill in kills[:: max(1, -(-len(kills) // most))]:
+        scenario = scenarios[kill.scenario]
+        replayed = _replayed(candidate, kill.scenario, scenario, causes=True)
+        kill.signature = finding_signature(replayed.verdict, scenario, replayed.candidate, FailOn("any"))
+        kill.symptom = CORRECTNESS.symptom(replayed.verdict, scenario, replayed.candidate)
+        cause = replayed.verdict.root_cause
+        kill.cause = vars(cause) if cause else None
+
+
+def judge_mutant(name: str) -> Record:
+    started = time.perf_counter()
+    mutant = generated.by_name()[name]
+    candidate = _policy(mutant)
+    record = Record(mutant.name, mutant.operator, mutant.line, mutant.before, mutant.after, mutant.diff)
+    record.corpus = _kills(candidate, _WORKER["corpus"])
+    record.generated = _kills(candidate, _WORKER["generated"])
+    _named(candidate, record.corpus + record.generated, dict(_WORKER["corpus"] + _WORKER["generated"]),
+           _WORKER["named"])
+    if record.corpus or record.generated:
+        record.status, record.killed_by = "killed", "corpus" if record.corpus else "generated"
+    record.seconds = time.perf_counter() - started
+    return record
+
+
+def fuzz_run(name: str, seconds: int, seed: int, gdnfuzz: str = GDNFUZZ) -> list[str]:
+    """``gdnfuzz run --fail-on any`` against mutant ``name``, from an empty corpus, into a scratch directory
+    (``gdnfuzz``: the command of this checkout or another's); the candidate-side signatures it stored."""
+    with tempfile.TemporaryDirectory(prefix="gdnfuzz-mutant-") as scratch:
+        crashes = Path(scratch) / "crashes"
+        subprocess.run([gdnfuzz, "run", "--candidate", f"{ROOT}/bench/mutants/generated.py:{name}",
+                        "--reference", "vllm", "--fail-on", "any", "--max-time", str(seconds),
+                        "--seed", str(seed), "--corpus", str(Path(scratch) / "corpus"), "--crashes", str(crashes)],
+                       cwd=scratch, capture_output=True, text=True)
+        return candidate_signatures(crashes)
+
+
+def fuzz_mutant(record: Record, seconds: int, seed: int) -> None:
+    record.fuzz = fuzz_run(record.name, seconds, seed)
+    if record.fuzz:
+        record.status, record.killed_by = "killed", "fuzz"
+
+
+def runs_of_killed(path: str, sample: int, sample_seed: int, seconds: int, seed: int, commands: list[str]) -> None:
+    """Signatures per killed mutant in a ``seconds`` run each: a seeded sample of the mutants a previous
+    ``--json`` killed, each run by every command of ``commands`` (e.g. two checkouts' ``gdnfuzz``) at the
+    same time, so that each pair shares the machine's load."""
+    killed = sorted(r["name"] for r in json.loads(Path(path).read_text())["records"] if r["status"] == "killed")
+    chosen = sorted(random.Random(sample_seed).sample(killed, min(sample, len(killed))))
+    counts: dict[str, list[int]] = {c: [] for c in commands}
+    with ProcessPoolExecutor(len(commands)) as pool:
+        for name in chosen:
+            found = list(pool.map(fuzz_run, *zip(*[(name, seconds, seed, c) for c in commands], strict=True)))
+            for command, sigs in zip(commands, found, strict=True):
+                counts[command].append(len(sigs))
+            print(f"  {name}: " + "; ".join(f"{len(f)} {' '.join(f)}" for f in found), flush=True)
+    for command, n in counts.items():
+        killed_here = [k for k in n if k]
+        small = sum(1 for k in killed_here if k <= 2)
+        print(f"{command}: {len(killed_here)} of {len(n)} killed in {seconds} s; signatures per killed mutant: "
+              f"{distribution(killed_here)}; 1 or 2: {small} ({100 * small / max(1, len(killed_here)):.0f}%)")
+
+
+def candidate_signatures(crashes: Path) -> list[str]:
+    """The candidate-side signatures a run stored (bundle directories; raw findings are not bundles)."""
+    if not crashes.is_dir():
+        return []
+    return sorted(p.name for p in crashes.iterdir()
+                  if p.is_dir() and p.name != "raw" and outcome(p.name) == "new")
+
+
+# ---------------------------------------------------------------- report
+
+
+def signatures_of(record: Record) -> set[str]:
+    """The names of the kills named in full (and the fuzz run's)."""
+    return {k.signature for k in record.corpus + record.generated if k.cause is not None or k.symptom} | \
+        set(record.fuzz)
+
+
+def shared_across_lines(records: list[Record]) -> list[tuple[str, str, str]]:
+    """(signature, mutant, mutant) for each pair of killed mutants on different lines sharing a signature."""
+    by_signature: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        for sig in signatures_of(r):
+            by_signature[sig].append(r)
+    pairs = set()
+    for sig, holders in by_signature.items():
+        for i, a in enumerate(holders):
+            for b in holders[i + 1:]:
+                if a.line != b.line:
+                    pairs.add((sig, *sorted((a.name, b.name))))
+    return sorted(pairs)
+
+
+def distribution(counts: list[int]) -> str:
+    histogram = Counter(counts)
+    return ", ".join(f"{n}: {histogram[n]}" for n in sorted(histogram))
+
+
+def print_report(records: list[Record], stages: dict[str, float], total: int, not_integer: int, equivalent: int,
+                 fuzzed: int) -> None:
+    killed = [r for r in records if r.status == "killed"]
+    by = Counter(r.killed_by for r in killed)
+    alive = [r for r in records if r.status == "alive"]
+    print(f"\nmutants made: {total}; not integer expressions: {not_integer}; likely equivalent: {equivalent}; "
+          f"judged: {len(records)}")
+    print(f"killed by the corpus: {by['corpus']}; by the generated set (not the corpus): {by['generated']}; "
+          f"by fuzzing ({fuzzed} fuzzed): {by['fuzz']}; surviving: {len(alive)}")
+    print("wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items()))
+    print("\nkill matrix (corpus files / generated scenarios that kill it; fuzz: signatures found)")
+    print(f"{'mutant':<24} {'op':<12} {'corpus':>6} {'gen':>5} {'fuzz':>5}  signatures")
+    for r in records:
+        print(f"{r.name:<24} {r.operator:<12} {len(r.corpus):>6} {len(r.generated):>5} "
+              f"{len(r.fuzz) if r.killed_by == 'fuzz' else '-':>5}  {len(signatures_of(r))} "
+              f"{' '.join(sorted(signatures_of(r)))[:150]}")
+    counts = [len(signatures_of(r)) for r in killed]
+    if counts:
+        small = sum(1 for n in counts if n <= 2)
+        print(f"\ncandidate-side signatures per killed mutant (corpus + generated set): {distribution(counts)}; "
+              f"1 or 2: {small} of {len(counts)} ({100 * small / len(counts):.0f}%)")
+    pairs = shared_across_lines(killed)
+    print(f"pairs of killed mutants on different lines sharing a signature: {len(pairs)}")
+    for sig, a, b in pairs[:: max(1, len(pairs) // 5)][:5]:
+        print(f"  {sig}: {a} / {b}")
+    print(f"\nsurvivors ({len(alive)}):")
+    for r in alive:
+        print(r.diff)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sample", type=int, default=150, help="generated scenarios per profile for the sample")
+    parser.add_argument("--generated", type=int, default=20, help="generated scenarios per profile to kill with")
+    parser.add_argument("--named", type=int, default=12,
+                        help="killing scenarios per mutant named in full (root cause search included)")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--fuzz-time", type=int, default=60, help="seconds of `gdnfuzz run` per surviving mutant")
+    parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1)))
+    parser.add_argument("--limit", type=int, default=0, help="judge a seeded sample of this many mutants (0: all)")
+    parser.add_argument("--mutant-seed", type=int, default=0)
+    parser.add_argument("--json", help="write every record here")
+    parser.add_argument("--runs-of-killed", metavar="JSON",
+                        help="instead: a --run-time run of a sample of the mutants this earlier --json killed")
+    parser.add_argument("--run-sample", type=int, default=30)
+    parser.add_argument("--run-time", type=int, default=90)
+    parser.add_argument("--command", action="append", default=[],
+                        help="the gdnfuzz command to run them with (repeat for several checkouts; default this one)")
+    args = parser.parse_args()
+    if args.runs_of_killed:
+        runs_of_killed(args.runs_of_killed, args.run_sample, args.mutant_seed, args.run_time, args.seed,
+                       args.command or [GDNFUZZ])
+        return
+
+    stages: dict[str, float] = {}
+    started = time.perf_counter()
+    calls = record_sample(args.sample, args.seed)
+    stages["sample"] = time.perf_counter() - started
+    print(f"sample: {len(calls)} distinct split calls from {args.sample} scenarios x {len(PROFILES)} profiles "
+          f"x {len(SAMPLE_POLICIES)} policies ({stages['sample']:.0f} s)", flush=True)
+
+    started = time.perf_counter()
+    every = generated.mutants()
+    integers = generated.integer_sites(calls)
+    typed = [m for m in every if m.site is None or m.site in integers]
+    original = _answers(generated.installed_split(), calls)
+    live = [m for m in typed if _answers(m.split, calls) != original]
+    stages["triage"] = time.perf_counter() - started
+    if args.limit:
+        live = sorted(random.Random(args.mutant_seed).sample(live, min(args.limit, len(live))),
+                      key=lambda m: m.name)
+    print(f"mutants: {len(every)} made, {len(every) - len(typed)} not on integers, "
+          f"{len(typed) - len(set(m.name for m in live)) if not args.limit else '-'} likely equivalent, "
+          f"{len(live)} to judge ({stages['triage']:.0f} s)", flush=True)
+
+    started = time.perf_counter()
+    with ProcessPoolExecutor(args.jobs, initializer=_worker_init, initargs=(args.generated, args.seed, args.named)) as pool:
+        records = []
+        lines = open(args.json + "l", "w") if args.json else None  # noqa: SIM115 - one record a line, as judged
+        for record in pool.map(judge_mutant, [m.name for m in live]):
+            records.append(record)
+            if lines:
+                lines.write(json.dumps(_plain(record), default=str) + "\n")
+                lines.flush()
+            print(f"  {record.name}: {record.status} ({len(record.corpus)} corpus, {len(record.generated)} "
+                  f"generated, {record.seconds:.1f} s)", flush=True)
+    stages["corpus + generated"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    alive = [r for r in records if r.status == "alive"] if args.fuzz_time > 0 else []
+    for r in alive:
+        fuzz_mutant(r, args.fuzz_time, args.seed)
+        print(f"  fuzz {r.name}: {r.status} {r.fuzz}", flush=True)
+    stages["fuzz"] = time.perf_counter() - started
+
+    equivalent = len(typed) - len([m for m in typed if _answers(m.split, calls) != original]) if args.limit else \
+        len(typed) - len(live)
+    print_report(records, stages, len(every), len(every) - len(typed), equivalent, len(alive))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"stages": stages, "records": [_plain(r) for r in records]},
+                                              indent=1, default=str))
+
+
+def _plain(record: Record) -> dict[str, Any]:
+    return vars(record) | {"corpus": [vars(k) for k in record.corpus], "generated": [vars(k) for k in record.generated]}
+
+
+if __name__ == "__main__":
+    main()
