@@ -49,6 +49,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert str(bad) in (line := _one_line_error(capsys)) and "requests[0].max_tokens" in line
     assert main(["replay", str(seed_case()), "--candidate", "nope"]) == 2
     assert "unknown policy" in _one_line_error(capsys)
+    assert main(["run", "--reference", "pre51113"]) == 2  # before any worker, or vLLM, starts
+    assert _one_line_error(capsys).startswith("gdnfuzz run: --reference: unknown policy 'pre51113' (did you mean "
+                                              "pre-51113?)")
     wrong = tmp_path / "wrong.py"
     wrong.write_text("def split(self):\n    return 0\n")
     assert main(["replay", str(seed_case()), "--candidate", f"{wrong}:split"]) == 2
@@ -72,7 +75,7 @@ def test_external_tokens_run_on_the_sim_tier_through_the_connector(tmp_path, cap
     data["requests"][1]["external_tokens"] = 64
     path = tmp_path / "ext.json"
     path.write_text(json.dumps(data))
-    assert main(["replay", str(path), "--json"]) == 1  # the seed bug, with the follower's prefix held externally
+    assert main(["replay", str(path), "--candidate", "pre-51113", "--json"]) == 1  # the seed bug, with the follower's prefix held externally
     assert json.loads(capsys.readouterr().out.strip())["verdict"] == "diverged"
 
 

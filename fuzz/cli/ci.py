@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz import package_version
-from fuzz.cli.options import add_fail_on_arg
+from fuzz.cli.options import add_fail_on_arg, add_policy_option
 from fuzz.errors import ExitCode, InputError, ToolError
 from fuzz.model.checkout import BRANCH_PREFIX, CHECKOUT_SCHEDULER_SPLIT
 from fuzz.model.policies import Policy, PolicyError, resolve_policy, runs_elsewhere
@@ -173,9 +173,9 @@ def _write_reports(args: argparse.Namespace, paths: CiPaths, report: CiReport) -
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("ci", help="CI check of a candidate (a PR's vLLM checkout): replay the corpus, fuzz for a "
                                   "budget, fail only on signatures not in the baseline; JUnit, SARIF, markdown")
-    p.add_argument("--candidate",
-                   help="the code under test: a vLLM checkout directory (see `gdnfuzz policies`) or `vllm`, the "
-                        "installed build; without it, the code-change form takes the --checkout work tree")
+    add_policy_option(p, "--candidate",
+                      help="the code under test: a vLLM checkout directory (see `gdnfuzz policies`) or `vllm`, the "
+                           "installed build; without it, the code-change form takes the --checkout work tree")
     p.add_argument("--candidate-mode", choices=("split", "branch"),
                    help="split (the split-only form's default): only the checkout's "
                         "Scheduler._mamba_block_aligned_split, on the installed scheduler; branch (the code-change "
@@ -188,8 +188,7 @@ def add_parser(sub: Any) -> None:
                         "it does not reproduce on it")
     p.add_argument("--checkout", default=".", metavar="DIR",
                    help="code-change form: the vLLM git checkout --base is a revision of (only read; default .)")
-    p.add_argument("--reference",
-                   help="split-only form: reference split policy (default vllm, the installed vLLM)")
+    add_policy_option(p, "--reference", help="split-only form: reference split policy (default vllm, the installed vLLM)")
     p.add_argument("--corpus", default="corpus",
                    help="committed corpus root, read only: its seeds/ and regressions/ are replayed and seed the fuzzer")
     p.add_argument("--fuzz-time", type=int, default=60, help="seconds of coverage-guided fuzzing after the replay "

@@ -36,7 +36,7 @@ def run_settings(args: argparse.Namespace) -> RunSettings:
                        max_steps=max_steps_of(args), profile=args.profile,
                        minimize_seconds=args.minimize_time,
                        libfuzzer=tuple(args.libfuzzer), corpus=Path(args.corpus), crashes=Path(args.crashes),
-                       write_regressions=not args.no_regressions)
+                       write_regressions=args.add_regressions)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -90,7 +90,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--minimize-time", type=float, default=DEFAULT_MINIMIZE_SECONDS,
                    help=f"seconds to minimize each new signature (default {DEFAULT_MINIMIZE_SECONDS:g})")
     add_search_args(p)
-    p.add_argument("--no-regressions", action="store_true", help="do not add findings to corpus/regressions")
+    p.add_argument("--add-regressions", action="store_true",
+                   help="also add each finding to CORPUS/regressions, the committed corpus (by default a run writes "
+                        "only under the crash store and CORPUS/queue, which git ignores)")
     p.add_argument("--json", action="store_true",
                    help="end with one JSON object (every signature: first seen, count, where stored; the exit "
                         "code) on stdout instead of the summary lines; the live lines stay on stderr")

@@ -14,6 +14,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from fuzz.cli.options import add_policy_option
 from fuzz.errors import InputError
 from fuzz.report.github import check_tracker
 from fuzz.report.github_client import API_URL_ENV, DEFAULT_API_URL, TOKEN_ENV
@@ -73,9 +74,9 @@ def add_parser(sub: Any) -> None:
                                    f"candidate; with --repo the token is read from ${TOKEN_ENV} only.")
     p.add_argument("paths", nargs="*", default=[os.environ.get("GDNFUZZ_CRASHES", "crashes")],
                    help="crash bundles or crash stores (default $GDNFUZZ_CRASHES or crashes)")
-    p.add_argument("--candidate", default=None,
-                   help="what to check against (default vllm: the installed vLLM; any policy, a checkout directory "
-                        "or branch:DIR)")
+    add_policy_option(p, "--candidate", default=None,
+                      help="what to check against (default vllm: the installed vLLM; any policy, a checkout "
+                           "directory or branch:DIR)")
     p.add_argument("--checkout", default=None, metavar="DIR", help="a vLLM git checkout (with --revision)")
     p.add_argument("--revision", default=None, metavar="REV",
                    help="the checkout's revision to check, read from git objects (the work tree is not touched)")
