@@ -39,7 +39,7 @@ from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import replay_argv
 from fuzz.oracle.verdict import FailOn, finding_signature, outcome
 from fuzz.sandbox.scope import deciding
-from fuzz.vllm_logs import set_vllm_logging
+from fuzz.verbosity import set_verbosity
 
 
 def judge(shown: str, candidate: str, reference: str, fail_on: FailOn) -> dict[str, str]:
@@ -73,7 +73,7 @@ def answer(request: dict[str, Any]) -> dict[str, str]:
 def main() -> None:
     """``IMPORT_PATH_JSON``: serve requests from stdin until it closes."""
     sys.path[:] = json.loads(sys.argv[1])
-    set_vllm_logging()  # vLLM's INFO and WARNING lines are not the items' output
+    set_verbosity()  # vLLM's INFO and WARNING lines are not the items' output
     replies = os.fdopen(os.dup(1), "w")  # not inherited by the children this starts
     requests = os.fdopen(os.dup(0), "r")
     os.dup2(2, 1)  # whatever the replayed code prints goes to stderr

@@ -36,7 +36,7 @@ from fuzz.cli import (
 from fuzz.cli.options import Parser, check_policy_options
 from fuzz.errors import exit_code_of
 from fuzz.sandbox.scope import deciding
-from fuzz.vllm_logs import set_vllm_logging
+from fuzz.verbosity import set_verbosity
 
 VERBOSE_HELP = "show vLLM's own log lines, in this process and its children: -v its INFO, -vv its DEBUG (default: errors only)"
 SUBCOMMANDS = (replay, compare, gen, policies, run, minimize, confirm, campaign, status, dashboard, file_issue,
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
     argcomplete.autocomplete(parser)
     args = parser.parse_args(argv)
-    set_vllm_logging(args.verbose)
+    set_verbosity(args.verbose)
     with deciding():  # no candidate code in this process: it runs in sandbox children (fuzz.sandbox)
         return exit_code_of(lambda: _run(args), f"gdnfuzz {args.command}")
 
