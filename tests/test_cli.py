@@ -79,18 +79,34 @@ def test_external_tokens_run_on_the_sim_tier_through_the_connector(tmp_path, cap
     assert json.loads(capsys.readouterr().out.strip())["verdict"] == "diverged"
 
 
-def test_run_record_lists_each_signature_once_and_its_summary_says_the_same():
+def test_run_record_lists_each_signature_once_and_its_summary_says_the_same(tmp_path):
     from fuzz.cli.run import run_record, run_summary
-    from fuzz.search.libfuzzer import Progress
+    from fuzz.search.libfuzzer import EXECS_LINE, STATUS, Progress
 
-    progress = Progress(findings=[(1.0, "a", "raw1"), (2.0, "a", "raw2"), (3.0, "b", "raw3")],
-                        saved={"a": (1.5, "crashes/a")}, detected={"b": 3.0, "a": 1.0}, first_input=0.5)
-    record = run_record(progress, 1)
+    from bundle_fixtures import write_bundle
+
+    write_bundle(tmp_path, "a", stages=[{"name": "requests", "tried": 3, "kept": 1, "seconds": 0.5}])  # minimized
+    write_bundle(tmp_path, "c", stages=[])  # stored as found
+    progress = Progress(findings=[(1.0, "a", "raw1"), (2.0, "a", "raw2"), (3.0, "b", "raw3"), (4.0, "c", "raw4")],
+                        saved={"a": (1.5, str(tmp_path / "a")), "c": (5.0, str(tmp_path / "c"))},
+                        detected={"b": 3.0, "a": 1.0, "c": 4.0}, first_input=0.5)
+    progress.feed(0, f"{EXECS_LINE} 40")
+    assert STATUS.search(status := "#38	NEW    cov: 120 ft: 300 corp: 9/1Kb exec/s: 19 rss: 500Mb")
+    progress.feed(0, status)
+    progress.retire(0)  # an ended worker's figures stay in the totals
+    progress.feed(0, f"{EXECS_LINE} 2")
+    progress.stop(interrupted=True)
+    record = run_record(progress, 1, seed=7)
     assert json.loads(json.dumps(record)) == record
-    assert [(s["signature"], s["count"], s["stored"]) for s in record["signatures"]] == [("a", 2, "crashes/a"),
-                                                                                        ("b", 1, None)]
-    assert run_summary(record).splitlines() == ["first input after 0.5s; 2 signature(s), 1 repeat(s)",
-                                                "     1.0s  a  x2  crashes/a", "     3.0s  b  x1  (not stored)"]
+    assert [(s["signature"], s["count"], s["state"]) for s in record["signatures"]] == [
+        ("a", 2, "minimized"), ("b", 1, None), ("c", 1, "unminimized")]
+    assert (record["execs"], record["cov"], record["ft"], record["corpus"], record["seed"]) == (42, 120, 300, 9, 7)
+    lines = run_summary(record).splitlines()
+    assert lines[0].startswith("gdnfuzz run: interrupted after ") and ": 42 inputs (" in lines[0]
+    assert lines[0].endswith("coverage 120 edges (300 features), corpus 9 inputs, seed 7")
+    assert lines[1] == "first input after 0.5s, no verdict yet" or lines[1].startswith("first input after 0.5s, first")
+    assert lines[2:] == ["3 signatures, 1 repeat:", f"     1.0s  a  x2  minimized  {tmp_path / 'a'}",
+                         "     3.0s  b  x1  not stored", f"     4.0s  c  x1  unminimized  {tmp_path / 'c'}"]
 
 
 def test_gen_writes_valid_scenarios(tmp_path, capsys):

@@ -65,7 +65,8 @@ def _stored_finding(store):
 
 def test_the_reducer_past_its_deadline_stores_the_finding_as_found(tmp_path):
     sig, raw = _stored_finding(tmp_path / "crashes" / "raw" / "worker-0")
-    settings = RunSettings(candidate="pre-51113", reference="vllm", corpus=tmp_path, crashes=tmp_path / "crashes")
+    settings = RunSettings(candidate="pre-51113", reference="vllm", corpus=tmp_path, crashes=tmp_path / "crashes",
+                           write_regressions=True)
     bundle = reduce_one(sig, raw, settings, seconds=0.0)
     stored = load_bundle(bundle)
     assert stored.scenario == stored.original  # no time to minimize: nothing is lost, nothing is changed
