@@ -80,10 +80,10 @@ def test_external_tokens_run_on_the_sim_tier_through_the_connector(tmp_path, cap
 
 
 def test_run_record_lists_each_signature_once_and_its_summary_says_the_same(tmp_path):
+    from bundle_fixtures import write_bundle
+
     from fuzz.cli.run import run_record, run_summary
     from fuzz.search.libfuzzer import EXECS_LINE, STATUS, Progress
-
-    from bundle_fixtures import write_bundle
 
     write_bundle(tmp_path, "a", stages=[{"name": "requests", "tried": 3, "kept": 1, "seconds": 0.5}])  # minimized
     write_bundle(tmp_path, "c", stages=[])  # stored as found
