@@ -106,6 +106,13 @@ def test_a_fuzzing_step_that_ran_no_input_is_an_error_in_every_report_never_a_pa
     assert render_summary(report, ROOT).startswith("**gdnfuzz: passed**")
 
 
+def test_ci_outside_a_vllm_checkout_is_a_usage_error_saying_where_to_run_it(tmp_path, corpus, capsys):
+    assert main(["ci", "--corpus", str(corpus), "--checkout", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert f"--checkout {tmp_path}: not a vLLM checkout" in line and "run `gdnfuzz ci` in the pull request's" in line
+    assert not (tmp_path / "out").exists()
+
+
 def test_current_split_checkout_passes_and_writes_only_under_out(tmp_path, corpus, checkouts):
     before = sorted(p.relative_to(corpus) for p in corpus.rglob("*"))
     assert _ci(corpus, checkouts["current"], tmp_path / "out") == 0
