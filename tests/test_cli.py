@@ -115,3 +115,9 @@ def test_gen_writes_valid_scenarios(tmp_path, capsys):
     assert len(files) == 12
     for f in files:
         load_scenario(f)
+
+
+def test_status_where_no_campaign_ran_says_what_it_shows(tmp_path, capsys):
+    assert main(["status", "--stats", str(tmp_path / "stats.jsonl")]) == 2
+    line = _one_line_error(capsys)
+    assert "no such file: `gdnfuzz status` shows a campaign's stats" in line and "`gdnfuzz run` prints its own" in line
