@@ -261,14 +261,23 @@ def interrupt_ends(clock: RunClock) -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
 
 
-def _drain_seconds(settings: RunSettings, reducer: Reducer, deadline: float | None, interrupted: bool) -> float:
-    """How long the reducer gets to store its findings once the workers are gone: none after ^C or while
-    it is still starting (what it has not stored is stored as found at once), :data:`DRAIN_SECONDS`
-    after a deadline (its minimization in flight stops there itself), else its minimization time for
-    each job."""
-    if interrupted or (deadline is not None and not reducer.progress.reducer_ready):
-        return 0.0
-    return DRAIN_SECONDS if deadline is not None else settings.minimize_seconds * (len(reducer.sent) + 1)
+def _drain(settings: RunSettings, reducer: Reducer, clock: RunClock, status: StatusLines) -> None:
+    """Once the workers are gone, give the reducer the jobs left and time to store them: none after ^C or
+    while it is still starting (what it has not stored is then stored as found at once),
+    :data:`DRAIN_SECONDS` after a deadline (its minimization in flight stops there itself), else its
+    minimization time for each job; the wait is said."""
+    deadline = clock.deadline()
+    if not clock.interrupted:
+        reducer.submit_new(deadline)
+    if clock.interrupted or (deadline is not None and not reducer.progress.reducer_ready):
+        wait = 0.0
+    else:
+        wait = DRAIN_SECONDS if deadline is not None else settings.minimize_seconds * (len(reducer.sent) + 1)
+    unstored = [sig for sig, _ in reducer.progress.first_raw_bundles()
+                if not (settings.crashes / sig / "verdict.json").exists()]
+    if unstored and wait:
+        status.say(f"storing {plural(len(unstored), 'finding')}: waiting {wait:.0f}s at most for the reducer")
+    reducer.finish(wait)
 
 
 class StatusLines:
@@ -349,7 +358,8 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
                                f"{plural(len(procs), 'worker')}" + ("; ^C again to quit at once" if clock.interrupted
                                                                     else ""))
                     stop_at_deadline([proc for proc, _, _ in procs.values()])
-                reducer.submit_new(deadline)
+                if not clock.interrupted:
+                    reducer.submit_new(deadline)
                 status.announce()
                 for i, (proc, thread, log) in list(procs.items()):
                     if proc.poll() is None:
@@ -375,15 +385,7 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
             if not stopping:
                 progress.stop(False)
             worker_dirs.release()
-            deadline = clock.deadline()
-            if not clock.interrupted:
-                reducer.submit_new(deadline)
-            wait = _drain_seconds(settings, reducer, deadline, clock.interrupted)
-            unstored = [sig for sig, _ in progress.first_raw_bundles() if not (crashes / sig / "verdict.json").exists()]
-            if unstored and wait:
-                status.say(f"storing {plural(len(unstored), 'finding')} (a minimization in flight stops at the "
-                           f"deadline; waiting {wait:.0f}s at most)")
-            reducer.finish(wait)
+            _drain(settings, reducer, clock, status)
         finally:
             for proc, _, _ in procs.values():  # a second ^C: no worker outlives the run
                 if proc.poll() is None:
