@@ -13,7 +13,11 @@ imports vLLM, and inherited by every child through the environment:
   DEBUG; a variable the user exported is kept at the default verbosity;
 - vLLM logs to stderr (``VLLM_LOGGING_STREAM``, unless exported), so stdout holds only what gdnfuzz
   prints (``--json`` stays one object a line);
-- a process that imported vLLM already (a test calling ``fuzz.cli.main``) gets the same vLLM level.
+- vLLM configures its logging only when an engine starts; until then its warnings (``Triton is
+  installed, but doesn't include CPU backend``, at import) reach stderr through Python's last-resort
+  handler whatever ``VLLM_LOGGING_LEVEL`` says. So the level is also put on vLLM's logger itself: here by
+  :func:`set_verbosity`, and in a child that imports vLLM where the user sees its stderr (a sandbox
+  child and its fork server, an engine child) by :func:`follow_environment`, before vLLM is imported.
 """
 
 from __future__ import annotations
@@ -37,5 +41,10 @@ def set_verbosity(verbose: int = 0) -> None:
         os.environ.setdefault(name, value)
     if verbose:
         os.environ[VLLM_LEVEL_ENV] = VLLM_LEVELS[min(verbose, len(VLLM_LEVELS) - 1)]
-    level = logging.getLevelName(os.environ[VLLM_LEVEL_ENV].upper())
-    logging.getLogger("vllm").setLevel(level if isinstance(level, int) else logging.ERROR)
+    follow_environment()
+
+
+def follow_environment() -> None:
+    """Put the vLLM level the environment names (the parent's choice) on vLLM's logger in this process."""
+    level = logging.getLevelName(os.environ.get(VLLM_LEVEL_ENV, "INFO").upper())
+    logging.getLogger("vllm").setLevel(level if isinstance(level, int) else logging.INFO)
