@@ -42,7 +42,7 @@ def test_the_deadline_stops_workers_even_one_that_ignores_sigterm():
 
 
 def test_a_first_interrupt_ends_the_run_as_its_deadline_does_and_a_second_is_keyboard_interrupt():
-    clock = RunClock(Progress(), max_time=300, from_first_input=False, stop_by=None)
+    clock = RunClock(Progress(), max_time=300, from_first_verdict=False, stop_by=None)
     assert clock.deadline() > time.time() + 200
     with interrupt_ends(clock):
         os.kill(os.getpid(), signal.SIGINT)
@@ -54,13 +54,13 @@ def test_a_first_interrupt_ends_the_run_as_its_deadline_does_and_a_second_is_key
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
-def test_fuzzing_time_counted_from_the_first_input_and_never_past_the_bound():
+def test_fuzzing_time_counted_from_the_first_verdict_and_never_past_the_bound():
     progress = Progress()
-    clock = RunClock(progress, max_time=20, from_first_input=True, stop_by=None)
-    assert clock.deadline() is None and clock.worker_limit() == 20  # libFuzzer counts from its first input too
-    progress.first_input = 12.0  # a worker's start-up took 12 s
-    assert abs(clock.deadline() - (clock.started + 32)) < 1e-6
-    bounded = RunClock(progress, max_time=20, from_first_input=True, stop_by=clock.started + 25)
+    clock = RunClock(progress, max_time=20, from_first_verdict=True, stop_by=None)
+    assert clock.deadline() is None and clock.worker_limit() is None  # the supervisor holds the budget
+    progress.first_input, progress.first_verdict = 12.0, 30.0  # a worker's start-up, then a candidate process's
+    assert abs(clock.deadline() - (clock.started + 50)) < 1e-6
+    bounded = RunClock(progress, max_time=20, from_first_verdict=True, stop_by=clock.started + 25)
     assert bounded.deadline() == clock.started + 25
 
 

@@ -185,7 +185,7 @@ def _check(args: argparse.Namespace, paths: CiPaths, report: CiReport, files: li
         report.time_bound = (f"the time bound (--max-time {args.max_time:g}s) was reached after "
                              f"{len(files) - not_judged} of {plural(len(files), 'corpus file')}")
     elif args.fuzz_time > 0:
-        clock.say(f"fuzzing for {args.fuzz_time}s from the first input")
+        clock.say(f"fuzzing for {args.fuzz_time}s from the first verdict")
         found, progress = fuzz(Path(args.corpus), paths, candidate, reference, args.fuzz_time, args.jobs, args.seed,
                                args.fail_on, args.minimize_time, clock.until)
         report.cases += found
@@ -255,8 +255,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--corpus", default="corpus",
                    help="committed corpus root, read only: its seeds/ and regressions/ are replayed and seed the fuzzer")
     p.add_argument("--fuzz-time", type=int, default=60,
-                   help="seconds of coverage-guided fuzzing after the replay, counted from the first input (a "
-                        "worker's start-up spends none of them; default 60; 0: replay only)")
+                   help="seconds of coverage-guided fuzzing after the replay, counted from the first verdict (start-"
+                        "up, a worker's vLLM import and a candidate process's, spends none of them; default 60; 0: "
+                        "replay only)")
     p.add_argument("--max-time", type=float, default=DEFAULT_MAX_TIME, metavar="S",
                    help=f"the overall time bound, in seconds (default {DEFAULT_MAX_TIME:g}, 20 minutes): a replay in "
                         "flight is cut there, the files left and the fuzzing not done are reported as not judged "

@@ -52,7 +52,7 @@ class CiReport:
     baseline_source: str
     baseline_error: str | None = None  # a baseline source that could not be read, in one line
     fuzz_asked: float = 0.0  # the fuzzing budget asked for (--fuzz-time; 0: replay only)
-    fuzz_seconds: float = 0.0  # fuzzed, from the first input to the stop
+    fuzz_seconds: float = 0.0  # fuzzed, from the first verdict (start-up done) to the stop
     fuzz_execs: int = 0
     fuzz_startup: str = ""  # where the fuzzing step's start-up went, in words
     worker_crashes: int = 0
@@ -68,10 +68,10 @@ class CiReport:
         return "ran no input" + (f" (start-up: {self.fuzz_startup})" if self.fuzz_startup else "")
 
     def fuzz_figures(self) -> str:
-        """The fuzzing step in one line: its time from the first input, inputs, signatures, worker crashes."""
+        """The fuzzing step in one line: its time from the first verdict, inputs, signatures, worker crashes."""
         if not self.fuzz_asked:
             return "fuzzing: not asked for (--fuzz-time 0)"
-        return (f"fuzzing: {self.fuzz_seconds:.0f}s of the {self.fuzz_asked:g}s asked, counted from the first input; "
+        return (f"fuzzing: {self.fuzz_seconds:.0f}s of the {self.fuzz_asked:g}s asked, counted from the first verdict; "
                 f"{plural(self.fuzz_execs, 'input')}, {plural(sum(c.phase == 'fuzz' for c in self.cases), 'signature')}, "
                 f"{plural(self.worker_crashes, 'worker crash', 'worker crashes')}"
                 + (f"; start-up: {self.fuzz_startup}" if self.fuzz_startup else ""))

@@ -70,7 +70,7 @@ class WorkerStats:
 @dataclass(frozen=True)
 class Totals:
     execs: int
-    exec_per_s: float  # since the first input
+    exec_per_s: float  # since the first verdict
     cov: int
     ft: int
     corpus: int
@@ -175,12 +175,12 @@ class Progress:
             self.interrupted = interrupted
 
     def fuzzing_seconds(self) -> float:
-        """From the first input to the stop (or now): the time inputs were run."""
+        """From the first verdict to the stop (or now): the time inputs were run after start-up."""
         with self.lock:
-            if self.first_input is None:
+            if self.first_verdict is None:
                 return 0.0
             end = self.stopped if self.stopped is not None else time.monotonic() - self.started
-            return max(end - self.first_input, 0.0)
+            return max(end - self.first_verdict, 0.0)
 
     def retire(self, worker: int) -> None:
         """A worker ended: its figures stay in the totals, and a restart of it counts from zero again."""
@@ -193,18 +193,21 @@ class Progress:
 
     def totals(self) -> Totals:
         """The run's figures so far: executions summed over its workers, ended ones included; coverage,
-        features and corpus the best any reached; executions a second since the first input."""
+        features and corpus the best any reached; executions a second since the first verdict."""
         with self.lock:
             ws = [self.retired, *self.workers.values()]
             execs = sum(w.execs for w in ws)
-            fuzzing = None if self.first_input is None else time.monotonic() - self.started - self.first_input
+            fuzzing = None if self.first_verdict is None else time.monotonic() - self.started - self.first_verdict
             return Totals(execs, execs / fuzzing if fuzzing else 0.0, max(w.cov for w in ws), max(w.ft for w in ws),
                           max(w.corpus for w in ws))
 
     def status(self) -> str:
-        """The status line without its time: the start-up phase until the first input, then the figures."""
+        """The status line without its time: the start-up phase until the first input, the first input while
+        it is judged (a candidate process may be starting), then the figures."""
         with self.lock:
-            if self.first_input is None and not self.findings and not self.workers:
+            if self.first_verdict is None and not self.findings and not self.workers:
+                if self.first_input is not None:
+                    return "judging the first input"
                 if not self.phases:
                     return "starting"
                 _, worker, what = self.phases[-1]

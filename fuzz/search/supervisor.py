@@ -210,35 +210,34 @@ def store_death(worker_dir: Path, returncode: int, log: list[str], settings: Run
 
 class RunClock:
     """When the run stops: ``max_time`` after it starts (``gdnfuzz run``, as libFuzzer's
-    ``-max_total_time``) or after its first input (``from_first_input``: ``gdnfuzz ci``'s fuzzing budget,
-    which start-up does not spend), never after ``stop_by`` (an absolute bound), and at once on ^C."""
+    ``-max_total_time``) or after its first verdict (``from_first_verdict``: ``gdnfuzz ci``'s fuzzing budget,
+    which start-up does not spend: a worker's vLLM import, and the first input's own start-up, such as a
+    whole-branch candidate's process), never after ``stop_by`` (an absolute bound), and at once on ^C."""
 
-    def __init__(self, progress: Progress, max_time: float, from_first_input: bool, stop_by: float | None):
+    def __init__(self, progress: Progress, max_time: float, from_first_verdict: bool, stop_by: float | None):
         self.progress = progress
         self.started = time.time() - (time.monotonic() - progress.started)  # the run's start, as the epoch counts
-        self.max_time, self.from_first_input, self.stop_by = max_time, from_first_input, stop_by
+        self.max_time, self.from_first_verdict, self.stop_by = max_time, from_first_verdict, stop_by
         self.interrupted = False
 
     def deadline(self) -> float | None:
         """Seconds since the epoch at which the run stops (None: not known yet, or no limit)."""
         if self.interrupted:
             return 0.0
-        first_input = self.progress.first_input
+        first_verdict = self.progress.first_verdict
         budget: float | None = None
-        if self.max_time and not self.from_first_input:
+        if self.max_time and not self.from_first_verdict:
             budget = self.started + self.max_time
-        elif self.max_time and first_input is not None:
-            budget = self.started + first_input + self.max_time
+        elif self.max_time and first_verdict is not None:
+            budget = self.started + first_verdict + self.max_time
         bounds = [b for b in (budget, self.stop_by) if b is not None]
         return min(bounds) if bounds else None
 
     def worker_limit(self) -> int | None:
-        """A starting worker's ``-max_total_time``: what is left of the budget (libFuzzer counts from its
-        first input, as ``from_first_input`` does), the supervisor stopping it at :meth:`deadline` anyway."""
+        """A starting worker's ``-max_total_time``: what is left until :meth:`deadline` (None while that is
+        not known: the supervisor stops the worker there itself)."""
         deadline = self.deadline()
-        if deadline is None:
-            return int(self.max_time) or None
-        return max(int(deadline - time.time()), 1)
+        return None if deadline is None else max(int(deadline - time.time()), 1)
 
 
 @contextlib.contextmanager
@@ -306,12 +305,12 @@ class StatusLines:
 
 
 def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.stderr, *,
-                from_first_input: bool = False, stop_by: float | None = None) -> ExitCode:
+                from_first_verdict: bool = False, stop_by: float | None = None) -> ExitCode:
     """Fuzz under ``settings`` until the run's clock (:class:`RunClock`) stops it, then store what was found.
 
     What the user sees on ``out``: a status line when its figures change (every 2 s at most, every 10 s at
     least), one line per new signature, and a line saying why and how the run stops."""
-    clock = RunClock(progress, settings.max_time, from_first_input, stop_by)
+    clock = RunClock(progress, settings.max_time, from_first_verdict, stop_by)
     for root in (settings.crashes, settings.corpus):
         sweep_leftovers(root)  # what a killed earlier run left half-written
     dirs = corpus_dirs(settings)

@@ -10,7 +10,8 @@ Invariants:
   code-change mode skips crashes that reproduce on the base); the others are reported as known.
 - The replay phase judges every corpus file under the candidate and the reference on the sim tier,
   the same verdict ``gdnfuzz replay`` gives, and says each file as it is done.
-- Fuzzing time is counted from the first input (a worker's vLLM import spends none of it), and nothing
+- Fuzzing time is counted from the first verdict (start-up, a worker's vLLM import and a whole-branch
+  candidate's process, spends none of it), and nothing
   runs past the overall time bound: a replay in flight there is cut (:func:`time_bound`) and it and the
   files after it are reported as not judged; fuzzing stops there too.
 """
@@ -160,7 +161,7 @@ def _not_regular(directory: str, names: list[str]) -> list[str]:
 
 def fuzz(committed: Path, paths: CiPaths, candidate: Policy, reference: Policy, seconds: int, jobs: int, seed: int,
          fail_on: FailOn, minimize_seconds: float, until: float) -> tuple[list[Case], Progress]:
-    """Coverage-guided fuzzing (``fuzz.search.supervisor``) for ``seconds`` counted from the first input
+    """Coverage-guided fuzzing (``fuzz.search.supervisor``) for ``seconds`` counted from the first verdict
     (start-up spends none of them), stopped at ``until`` (the overall bound) in any case; one case per
     signature found."""
     prepare_fuzz_corpus(committed, paths)
@@ -168,7 +169,7 @@ def fuzz(committed: Path, paths: CiPaths, candidate: Policy, reference: Policy, 
                            seed=seed, jobs=jobs, minimize_seconds=minimize_seconds, corpus=paths.corpus,
                            crashes=paths.crashes, write_regressions=False)
     progress = Progress()
-    run_workers(settings, progress, from_first_input=True, stop_by=until)
+    run_workers(settings, progress, from_first_verdict=True, stop_by=until)
     cases: dict[str, Case] = {}
     for at, sig, bundle in sorted(progress.findings):
         scenario = str(Path(bundle) / "scenario.json")
