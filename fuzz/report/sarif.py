@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz import HOMEPAGE
+from fuzz.plural import plural
 from fuzz.report.ci_report import CiReport
 from fuzz.report.source_location import candidate_location
 
@@ -35,7 +36,7 @@ def render_sarif(report: CiReport, source_root: Path, version: str) -> str:
                       "fullDescription": {"text": first.summary or sig},
                       "defaultConfiguration": {"level": "error"}})
         text = (f"{'New' if new else 'Known'} gdnfuzz signature {sig} under candidate {report.candidate.spec} "
-                f"against {report.reference.spec}: {first.summary} ({len(cases)} input(s), e.g. {first.name}). "
+                f"against {report.reference.spec}: {first.summary} ({plural(len(cases), 'input')}, e.g. {first.name}). "
                 f"Replay: {shlex.join(first.reproduce)}")
         results.append({
             "ruleId": sig, "ruleIndex": len(rules) - 1, "level": "error" if new else "note",
