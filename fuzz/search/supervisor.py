@@ -62,6 +62,7 @@ from fuzz.store.bundle import store_as_found, sync_counts
 RUN_LIMITS = ("-timeout=900", "-rss_limit_mb=16384")  # gdnfuzz run's own
 REDUCER_MODULE = "fuzz.search.reducer"
 DRAIN_SECONDS = 8.0  # after the deadline: the reducer's in-flight store and the unreached jobs
+STORE_SECONDS = 5.0  # a minimization in flight stops this long before the deadline, so that its store ends by it
 STATUS_EVERY_S = 2.0  # the status line at most this often
 HEARTBEAT_S = 10.0  # and at least this often, its figures unchanged
 
@@ -94,7 +95,7 @@ class Reducer:
 
     def _start(self, deadline: float | None) -> subprocess.Popen[str]:
         if self.proc is None:
-            env = replace(self.settings, deadline=deadline).child_env()
+            env = replace(self.settings, deadline=None if deadline is None else deadline - STORE_SECONDS).child_env()
             self.proc = subprocess.Popen(python_command("-m", REDUCER_MODULE), stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                          env=env, cwd=os.getcwd())
@@ -104,7 +105,8 @@ class Reducer:
 
     def submit_new(self, deadline: float | None) -> None:
         """Send every signature first found since the last call (its first raw bundle); start the process
-        once fuzzing has begun, under the run's ``deadline`` as it is known then."""
+        once fuzzing has begun, under the run's ``deadline`` as it is known then (less :data:`STORE_SECONDS`:
+        the minimization in flight at the deadline is stored by then, not after)."""
         jobs = [(sig, raw) for sig, raw in self.progress.first_raw_bundles() if sig not in self.sent]
         if not jobs and (self.proc is not None or self.progress.first_input is None):
             return
@@ -243,8 +245,9 @@ class RunClock:
 @contextlib.contextmanager
 def interrupt_ends(clock: RunClock) -> Iterator[None]:
     """While the block runs, a first ^C (SIGINT) ends the run as its deadline does; a second one is the
-    usual KeyboardInterrupt. Outside the main thread (no signals there) nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
+    usual KeyboardInterrupt. Outside the main thread (no signals there), or where SIGINT is ignored (a
+    background job of a shell, ``nohup``), nothing changes."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
 
