@@ -29,6 +29,7 @@ child of that process (``fuzz.sandbox``), never in the pytest process.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import os
 import signal
@@ -48,7 +49,10 @@ SERVER = "fuzz.pytest_server"
 # (tests/test_pytest_plugin.py keeps them equal): the choices are checked when the session starts.
 FAIL_ON_CHOICES = ("correctness", "efficiency", "any")
 DEFAULT_FAIL_ON = "correctness"
-OUTCOMES = ("pass", "xfail", "fail", "error")  # what a reply of ``fuzz.pytest_server`` says
+# ``fuzz.model.policies.BUILTINS``' names, kept equal the same way: a policy that can only be a mistyped
+# name is a usage error when the session starts, before any item (``gdnfuzz``'s own check, in words).
+BUILTIN_POLICIES = ("vllm", "pre-51113", "naive")
+OUTCOMES = ("pass", "xfail", "fail", "error", "usage")  # what a reply of ``fuzz.pytest_server`` says
 CLOSE_S = 30.0  # how long the replay process gets to stop its sandbox children and exit once told to
 SETTINGS = pytest.StashKey["Settings"]()  # the session's settings, read (and checked) when it starts
 REPLAYER = pytest.StashKey["Replayer"]()  # the session's replay process, made at the first item
@@ -103,13 +107,33 @@ class Settings:
         fail_on = config.getoption("gdnfuzz_fail_on") or config.getini("gdnfuzz_fail_on")
         if fail_on not in FAIL_ON_CHOICES:
             raise pytest.UsageError(f"{where}gdnfuzz_fail_on: {fail_on!r} is not one of {', '.join(FAIL_ON_CHOICES)}")
-        candidates = config.getoption("gdnfuzz_candidate") or config.getini("gdnfuzz_candidates") or ["vllm"]
-        return cls(tuple(directory for _, directory in named), tuple(dict.fromkeys(candidates)),
-                   config.getoption("gdnfuzz_reference") or config.getini("gdnfuzz_reference"), fail_on)
+        typed = config.getoption("gdnfuzz_candidate")
+        candidates = typed or config.getini("gdnfuzz_candidates") or ["vllm"]
+        for candidate in candidates:
+            _check_policy("--gdnfuzz-candidate" if typed else f"{where}gdnfuzz_candidates", candidate,
+                          config.invocation_params.dir)
+        reference = config.getoption("gdnfuzz_reference")
+        label = "--gdnfuzz-reference" if reference else f"{where}gdnfuzz_reference"
+        reference = reference or config.getini("gdnfuzz_reference")
+        _check_policy(label, reference, config.invocation_params.dir)
+        return cls(tuple(directory for _, directory in named), tuple(dict.fromkeys(candidates)), reference, fail_on)
 
     def holds(self, path: Path) -> bool:
         """Whether ``path`` is a scenario file of the corpus."""
         return path.suffix == ".json" and any(path.is_relative_to(d) for d in self.corpora)
+
+
+def _check_policy(option: str, policy: str, cwd: Path) -> None:
+    """A ``pytest.UsageError`` for a policy that can only be an unknown name (not built in, no ``:``, no
+    directory of that name), naming the option and the nearest built-in names; every other form is loaded
+    by the replay process, which says what is wrong with it."""
+    if policy in BUILTIN_POLICIES or ":" in policy or (cwd / policy).is_dir():
+        return
+    near = difflib.get_close_matches(policy, BUILTIN_POLICIES, n=2, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+    raise pytest.UsageError(f"{option}: unknown policy {policy!r}{hint}: use a built-in "
+                            f"({', '.join(BUILTIN_POLICIES)}), module:attr, file.py:attr, a vLLM checkout "
+                            "directory or branch:DIR")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -261,6 +285,8 @@ class ScenarioItem(pytest.Item):
                                                      "reference": settings.reference, "fail_on": settings.fail_on})
         except ReplayerGone as exc:
             raise ScenarioFailed(f"{shown}: the gdnfuzz process replaying it {exc.how}") from None
+        if reply["outcome"] == "usage":  # a policy that cannot be loaded: the session's settings, not this item
+            pytest.exit(reply["message"], returncode=pytest.ExitCode.USAGE_ERROR)
         if reply["outcome"] == "xfail":
             pytest.xfail(reply["message"])
         if reply["outcome"] in ("fail", "error"):

@@ -66,7 +66,7 @@ def start_run(checkout: Path, work: Path, max_time: float, **env: str) -> subpro
             shutil.copytree(REPO / "corpus" / name, corpus / name)
     return subprocess.Popen(
         [sys.executable, "-m", "fuzz.cli", "run", "--candidate", "vllm", "--reference", "vllm", "--max-time",
-         str(int(max_time)), "--corpus", str(corpus), "--crashes", str(work / "crashes"), "--no-regressions"],
+         str(int(max_time)), "--corpus", str(corpus), "--crashes", str(work / "crashes")],
         cwd=checkout, env=env_for(checkout, **env), text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 

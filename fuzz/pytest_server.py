@@ -9,8 +9,10 @@ is ``{"outcome": O, "message": one line or two}``, ``O`` one of:
 - ``xfail``: a finding the reference shares (``known``), named with its summary;
 - ``fail``: the candidate's own finding (``new``): the verdict, its summary and the ``gdnfuzz replay``
   command that reproduces it;
-- ``error``: no verdict: a file or policy to fix (gdnfuzz's one-line error), or gdnfuzz's own failure
-  (one line here, its traceback on stderr).
+- ``usage``: a policy that cannot be loaded (gdnfuzz's one-line error): a setting of the session, so the
+  plugin ends the session with it as a usage error instead of failing every item;
+- ``error``: no verdict: a file to fix (gdnfuzz's one-line error), or gdnfuzz's own failure (one line
+  here, its traceback on stderr).
 
 Invariants: the replay is ``gdnfuzz replay``'s (``fuzz.oracle.differential.replay`` on the sim tier,
 judged by ``finding_signature`` and ``outcome``) inside one deciding scope kept for the process's life,
@@ -31,12 +33,13 @@ import traceback
 from typing import Any
 
 from fuzz.errors import GdnfuzzError
-from fuzz.model.policies import resolve_policy
+from fuzz.model.policies import PolicyError, resolve_policy
 from fuzz.model.scenario import load_scenario
 from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import replay_argv
 from fuzz.oracle.verdict import FailOn, finding_signature, outcome
 from fuzz.sandbox.scope import deciding
+from fuzz.verbosity import set_verbosity
 
 
 def judge(shown: str, candidate: str, reference: str, fail_on: FailOn) -> dict[str, str]:
@@ -58,7 +61,9 @@ def answer(request: dict[str, Any]) -> dict[str, str]:
     shown = str(request.get("scenario"))
     try:
         return judge(shown, str(request["candidate"]), str(request["reference"]), FailOn(request["fail_on"]))
-    except GdnfuzzError as exc:  # a file or policy to fix: its own one line
+    except PolicyError as exc:
+        return {"outcome": "usage", "message": str(exc)}
+    except GdnfuzzError as exc:  # a file to fix: its own one line
         return {"outcome": "error", "message": str(exc)}
     except Exception as exc:  # noqa: BLE001 - gdnfuzz's own failure: one line in the item, the traceback on stderr
         traceback.print_exc()
@@ -68,6 +73,7 @@ def answer(request: dict[str, Any]) -> dict[str, str]:
 def main() -> None:
     """``IMPORT_PATH_JSON``: serve requests from stdin until it closes."""
     sys.path[:] = json.loads(sys.argv[1])
+    set_verbosity()  # vLLM's INFO and WARNING lines are not the items' output
     replies = os.fdopen(os.dup(1), "w")  # not inherited by the children this starts
     requests = os.fdopen(os.dup(0), "r")
     os.dup2(2, 1)  # whatever the replayed code prints goes to stderr

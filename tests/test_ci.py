@@ -18,7 +18,13 @@ import xmlschema
 from checkout_fixtures import SCHEDULER, make_checkout, replace_split
 from test_issue_filing import TOKEN, server  # noqa: F401  (the loopback GitHub fixture)
 
+from fuzz import HOMEPAGE
 from fuzz.cli import main
+from fuzz.model.policies import resolve_policy
+from fuzz.report.ci_report import CiReport, mark_new
+from fuzz.report.junit import render_junit
+from fuzz.report.sarif import render_sarif
+from fuzz.report.summary import render_summary
 from fuzz.triage.ci import CiPaths, prepare_fuzz_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,6 +69,8 @@ def test_pre_51113_checkout_fails_with_one_new_signature_then_passes_with_it_in_
         location["region"]["startLine"] - 1]
     failures = ET.parse(out / "junit.xml").getroot().findall(".//failure")
     assert len(failures) == 1 and "gdnfuzz replay" in failures[0].text
+    names = [c.get("name") for c in ET.parse(out / "junit.xml").getroot().iter("testcase")]
+    assert names == [f"corpus/regressions/{n}" for n in FILES] + ["fuzzing"]  # wherever the corpus is installed
     summary = (out / "summary.md").read_text()
     assert summary.startswith("**gdnfuzz: FAILED**: 1 new signature") and SIG in summary
 
@@ -72,6 +80,37 @@ def test_pre_51113_checkout_fails_with_one_new_signature_then_passes_with_it_in_
     xmlschema.XMLSchema(SCHEMAS / "JUnit.xsd").validate(tmp_path / "out2" / "junit.xml")
     [known] = json.loads((tmp_path / "out2" / "gdnfuzz.sarif").read_text())["runs"][0]["results"]
     assert known["baselineState"] == "unchanged" and known["level"] == "note"
+
+
+def test_a_fuzzing_step_that_ran_no_input_is_an_error_in_every_report_never_a_pass():
+    vllm = resolve_policy("vllm")
+    report = mark_new(CiReport(vllm, vllm, [], set(), "no baseline", fuzz_asked=20.0,
+                               fuzz_startup="importing vLLM's scheduling code 19.5s"))
+    junit = render_junit(report)
+    xmlschema.XMLSchema(SCHEMAS / "JUnit.xsd").validate(junit)
+    fuzzing = ET.fromstring(junit).find("testsuite[@name='gdnfuzz.fuzz']")
+    [case] = fuzzing.findall("testcase")
+    assert case.get("name") == "fuzzing" and case.find("error").get("type") == "gdnfuzz.no-input"
+    assert fuzzing.get("errors") == "1"
+    summary = render_summary(report, ROOT)
+    assert summary.startswith("**gdnfuzz: ERROR**: not everything was judged: the fuzzing step ran no input "
+                              "(start-up: importing vLLM's scheduling code 19.5s)")
+    sarif = json.loads(render_sarif(report, ROOT, "0"))
+    jsonschema.validate(sarif, json.loads((SCHEMAS / "sarif-schema-2.1.0.json").read_text()))
+    assert sarif["runs"][0]["invocations"][0]["executionSuccessful"] is False
+    assert sarif["runs"][0]["tool"]["driver"]["informationUri"] == HOMEPAGE
+    report.fuzz_execs, report.fuzz_seconds = 545, 20.0  # the same step with inputs: a pass of the same name
+    fuzzing = ET.fromstring(render_junit(report)).find("testsuite[@name='gdnfuzz.fuzz']")
+    assert [c.get("name") for c in fuzzing.findall("testcase")] == ["fuzzing"] and len(fuzzing.find("testcase")) == 0
+    assert "545 inputs" in fuzzing.find("system-out").text
+    assert render_summary(report, ROOT).startswith("**gdnfuzz: passed**")
+
+
+def test_ci_outside_a_vllm_checkout_is_a_usage_error_saying_where_to_run_it(tmp_path, corpus, capsys):
+    assert main(["ci", "--corpus", str(corpus), "--checkout", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert f"--checkout {tmp_path}: not a vLLM checkout" in line and "run `gdnfuzz ci` in the pull request's" in line
+    assert not (tmp_path / "out").exists()
 
 
 def test_current_split_checkout_passes_and_writes_only_under_out(tmp_path, corpus, checkouts):
@@ -119,7 +158,7 @@ def test_open_issues_that_cannot_be_read_are_exit_5_with_every_report_written(
     out = tmp_path / "out"
     assert _ci(corpus, checkouts["pre"], out, "--baseline-issues", server.repo) == 5
     summary = (out / "summary.md").read_text()
-    assert summary.startswith("**gdnfuzz: ERROR**: the baseline could not be read, so 1 signature(s)")
+    assert summary.startswith("**gdnfuzz: ERROR**: the baseline could not be read, so 1 signature outside")
     assert "The baseline could not be read: open issues of octo/vllm: GitHub API at" in summary
     xmlschema.XMLSchema(SCHEMAS / "JUnit.xsd").validate(out / "junit.xml")
     [error] = ET.parse(out / "junit.xml").getroot().findall(".//error")

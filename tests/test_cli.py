@@ -49,6 +49,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert str(bad) in (line := _one_line_error(capsys)) and "requests[0].max_tokens" in line
     assert main(["replay", str(seed_case()), "--candidate", "nope"]) == 2
     assert "unknown policy" in _one_line_error(capsys)
+    assert main(["run", "--reference", "pre51113"]) == 2  # before any worker, or vLLM, starts
+    assert _one_line_error(capsys).startswith("gdnfuzz run: --reference: unknown policy 'pre51113' (did you mean "
+                                              "pre-51113?)")
     wrong = tmp_path / "wrong.py"
     wrong.write_text("def split(self):\n    return 0\n")
     assert main(["replay", str(seed_case()), "--candidate", f"{wrong}:split"]) == 2
@@ -72,22 +75,38 @@ def test_external_tokens_run_on_the_sim_tier_through_the_connector(tmp_path, cap
     data["requests"][1]["external_tokens"] = 64
     path = tmp_path / "ext.json"
     path.write_text(json.dumps(data))
-    assert main(["replay", str(path), "--json"]) == 1  # the seed bug, with the follower's prefix held externally
+    assert main(["replay", str(path), "--candidate", "pre-51113", "--json"]) == 1  # the seed bug, with the follower's prefix held externally
     assert json.loads(capsys.readouterr().out.strip())["verdict"] == "diverged"
 
 
-def test_run_record_lists_each_signature_once_and_its_summary_says_the_same():
-    from fuzz.cli.run import run_record, run_summary
-    from fuzz.search.libfuzzer import Progress
+def test_run_record_lists_each_signature_once_and_its_summary_says_the_same(tmp_path):
+    from bundle_fixtures import write_bundle
 
-    progress = Progress(findings=[(1.0, "a", "raw1"), (2.0, "a", "raw2"), (3.0, "b", "raw3")],
-                        saved={"a": (1.5, "crashes/a")}, detected={"b": 3.0, "a": 1.0}, first_input=0.5)
-    record = run_record(progress, 1)
+    from fuzz.cli.run import run_record, run_summary
+    from fuzz.search.libfuzzer import EXECS_LINE, STATUS, Progress
+
+    write_bundle(tmp_path, "a", stages=[{"name": "requests", "tried": 3, "kept": 1, "seconds": 0.5}])  # minimized
+    write_bundle(tmp_path, "c", stages=[])  # stored as found
+    progress = Progress(findings=[(1.0, "a", "raw1"), (2.0, "a", "raw2"), (3.0, "b", "raw3"), (4.0, "c", "raw4")],
+                        saved={"a": (1.5, str(tmp_path / "a")), "c": (5.0, str(tmp_path / "c"))},
+                        detected={"b": 3.0, "a": 1.0, "c": 4.0}, first_input=0.5)
+    progress.feed(0, f"{EXECS_LINE} 40")
+    assert STATUS.search(status := "#38	NEW    cov: 120 ft: 300 corp: 9/1Kb exec/s: 19 rss: 500Mb")
+    progress.feed(0, status)
+    progress.retire(0)  # an ended worker's figures stay in the totals
+    progress.feed(0, f"{EXECS_LINE} 2")
+    progress.stop(interrupted=True)
+    record = run_record(progress, 1, seed=7)
     assert json.loads(json.dumps(record)) == record
-    assert [(s["signature"], s["count"], s["stored"]) for s in record["signatures"]] == [("a", 2, "crashes/a"),
-                                                                                        ("b", 1, None)]
-    assert run_summary(record).splitlines() == ["first input after 0.5s; 2 signature(s), 1 repeat(s)",
-                                                "     1.0s  a  x2  crashes/a", "     3.0s  b  x1  (not stored)"]
+    assert [(s["signature"], s["count"], s["state"]) for s in record["signatures"]] == [
+        ("a", 2, "minimized"), ("b", 1, None), ("c", 1, "unminimized")]
+    assert (record["execs"], record["cov"], record["ft"], record["corpus"], record["seed"]) == (42, 120, 300, 9, 7)
+    lines = run_summary(record).splitlines()
+    assert lines[0].startswith("gdnfuzz run: interrupted after ") and ": 42 inputs (" in lines[0]
+    assert lines[0].endswith("coverage 120 edges (300 features), corpus 9 inputs, seed 7")
+    assert lines[1] == "first input after 0.5s, no verdict yet" or lines[1].startswith("first input after 0.5s, first")
+    assert lines[2:] == ["3 signatures, 1 repeat:", f"     1.0s  a  x2  minimized  {tmp_path / 'a'}",
+                         "     3.0s  b  x1  not stored", f"     4.0s  c  x1  unminimized  {tmp_path / 'c'}"]
 
 
 def test_gen_writes_valid_scenarios(tmp_path, capsys):
@@ -96,3 +115,9 @@ def test_gen_writes_valid_scenarios(tmp_path, capsys):
     assert len(files) == 12
     for f in files:
         load_scenario(f)
+
+
+def test_status_where_no_campaign_ran_says_what_it_shows(tmp_path, capsys):
+    assert main(["status", "--stats", str(tmp_path / "stats.jsonl")]) == 2
+    line = _one_line_error(capsys)
+    assert "no such file: `gdnfuzz status` shows a campaign's stats" in line and "`gdnfuzz run` prints its own" in line

@@ -51,7 +51,8 @@ def test_run_saves_a_minimized_bundle_and_regression(tmp_path):
         (project / package / "__init__.py").write_text(f"raise ImportError('the project\'s own {package}')\n")
     out = subprocess.run(
         [sys.executable, "-P", "-m", "fuzz.cli", "run", "--candidate", "pre-51113", "--runs", "3", "--max-time", "0",
-         "--corpus", str(corpus), "--crashes", str(tmp_path / "crashes"), "--minimize-time", "30", "--json"],
+         "--corpus", str(corpus), "--crashes", str(tmp_path / "crashes"), "--minimize-time", "30", "--json",
+         "--add-regressions"],
         cwd=project, capture_output=True, text=True, timeout=600)
     assert out.returncode == 1, out.stderr[-2000:]
     record = json.loads(out.stdout.splitlines()[-1])  # --json: the run ends with one object on stdout

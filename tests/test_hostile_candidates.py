@@ -72,6 +72,25 @@ def test_ci_fails_and_writes_its_reports(tmp_path, capsys, where, code, case):
     assert case in (out / "summary.md").read_text() and (out / "gdnfuzz.sarif").is_file()
 
 
+@pytest.mark.slow
+def test_ci_with_a_candidate_that_hangs_stops_at_its_time_bound_with_its_reports(tmp_path, capsys):
+    """Its split loops, swallowing the per-scenario deadline (which would take 135 s a file to kill it):
+    the overall bound cuts the replay in flight, and every file left is reported as not judged."""
+    checkout = hostile_checkout(tmp_path / "checkout", SWALLOWS, "body")
+    corpus = tmp_path / "corpus"
+    (corpus / "regressions").mkdir(parents=True)
+    for name in ("a.json", "b.json"):
+        shutil.copy(seed_case(), corpus / "regressions" / name)
+    out = tmp_path / "out"
+    assert main(["ci", "--candidate", str(checkout), "--corpus", str(corpus), "--max-time", "35",
+                 "--fuzz-time", "0", "--out", str(out)]) == 5
+    summary = (out / "summary.md").read_text()
+    assert summary.startswith("**gdnfuzz: ERROR**") and "time bound (--max-time 35s) was reached" in summary
+    junit = (out / "junit.xml").read_text()
+    assert 'type="gdnfuzz.not-judged"' in junit or 'type="gdnfuzz.infrastructure"' in junit  # replaying, or loading
+    assert json.loads((out / "gdnfuzz.sarif").read_text())["runs"][0]["invocations"][0]["executionSuccessful"] is False
+
+
 def fuzz_with(tmp_path: Path, act: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``gdnfuzz run`` for 5 inputs from the seed with a split doing ``act`` in its body."""
     corpus = tmp_path / "corpus"

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from fuzz.model.policies import BUILTINS
 from fuzz.oracle.verdict import default_fail_on, fail_on_choices
-from gdnfuzz_pytest import DEFAULT_FAIL_ON, FAIL_ON_CHOICES, Replayer, ReplayerGone
+from fuzz.pytest_server import answer
+from gdnfuzz_pytest import BUILTIN_POLICIES, DEFAULT_FAIL_ON, FAIL_ON_CHOICES, Replayer, ReplayerGone
 
 pytest_plugins = ["pytester"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,10 +110,20 @@ def test_a_bad_setting_is_a_usage_error_naming_it(pytester):
     run = pytester.runpytest("--collect-only", "--gdnfuzz-corpus", "corpus", "-o", "gdnfuzz_fail_on=nope")
     assert run.ret == pytest.ExitCode.USAGE_ERROR
     run.stderr.fnmatch_lines(["ERROR: *tox.ini: gdnfuzz_fail_on: 'nope' is not one of correctness, *"])
+    run = pytester.runpytest("--gdnfuzz-corpus", "corpus", "--gdnfuzz-candidate", "pre51113")
+    assert run.ret == pytest.ExitCode.USAGE_ERROR  # once, before any item: not one failure per item
+    run.stderr.fnmatch_lines(["ERROR: --gdnfuzz-candidate: unknown policy 'pre51113' (did you mean pre-51113?): *"])
 
 
-def test_the_plugin_knows_the_fail_on_choices_without_importing_fuzz():
+def test_a_policy_that_cannot_be_loaded_is_a_usage_reply_that_ends_the_session(tmp_path):
+    reply = answer({"scenario": str(FILE), "candidate": f"{tmp_path / 'missing.py'}:split", "reference": "vllm",
+                    "fail_on": "correctness"})
+    assert reply["outcome"] == "usage" and "missing.py" in reply["message"]
+
+
+def test_the_plugin_knows_the_fail_on_choices_and_policy_names_without_importing_fuzz():
     assert (tuple(fail_on_choices()), default_fail_on()) == (FAIL_ON_CHOICES, DEFAULT_FAIL_ON)
+    assert tuple(BUILTINS) == BUILTIN_POLICIES
 
 
 SHADOWING = """

@@ -28,13 +28,18 @@ def test_run_merge_1_merges(tmp_path, capsys):
     out, queue = tmp_path / "out", tmp_path / "in"
     out.mkdir()
     queue.mkdir()
-    for path in sorted((ROOT / "corpus" / "regressions").glob("pr51113-resume-at-3*.json")):
+    regressions = ROOT / "corpus" / "regressions"
+    for path in [*sorted(regressions.glob("pr51113-resume-at-3*.json")), regressions / "pr51113-concurrent-prefills.json"]:
         (queue / path.name).write_bytes(path.read_bytes())
-    code = main(["run", "--candidate", "vllm", "--crashes", str(tmp_path / "crashes"), "--",
+    code = main(["run", "--candidate", "pre-51113", "--crashes", str(tmp_path / "crashes"), "--",
                  "-merge=1", str(out), str(queue)])
     assert code == 0
-    assert "gdnfuzz merge (-merge=1):" in capsys.readouterr().out
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith("gdnfuzz merge (-merge=1):")
     assert len(list(out.iterdir())) >= 1
+    stored = [line.rsplit(": ", 1)[1] for line in said[1:]]  # every input that diverged is named, none silently
+    assert stored and all(line.startswith("gdnfuzz merge: an input diverged while merging") for line in said[1:])
+    assert sorted(stored) == sorted(str(p.parent) for p in (tmp_path / "crashes").glob("*/verdict.json"))
 
 
 @pytest.mark.slow
@@ -49,6 +54,6 @@ def test_prune_names_an_oversized_queue_entry_and_leaves_it_sparse(tmp_path, cap
     assert main(["prune", "--corpus", str(corpus), "--crashes", str(tmp_path / "crashes")]) == 0
     out, err = capsys.readouterr()
     assert f"gdnfuzz prune: skipped {big}: larger than libFuzzer's -max_len (16384 bytes); left as it is" in err
-    assert "gdnfuzz prune: 1 inputs -> " in out and "1 oversized input(s) skipped" in out
+    assert "gdnfuzz prune: 1 input -> " in out and "1 oversized input skipped" in out
     assert big.stat().st_size == 1 << 30 and big.stat().st_blocks == 0  # never read whole nor rewritten dense
     assert not list(corpus.rglob("*.tmp")) and sum(p.stat().st_blocks for p in corpus.rglob("*") if p.is_file()) < 64

@@ -5,9 +5,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 
+import pytest
 from conftest import seed_case
 
 from fuzz.model.policies import resolve_policy
@@ -19,7 +23,7 @@ from fuzz.report.finding_report import store_finding
 from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, SAVED_LINE, Progress
 from fuzz.search.reducer import reduce_one
 from fuzz.search.settings import RunSettings
-from fuzz.search.supervisor import stop_at_deadline, sync_signature_counts
+from fuzz.search.supervisor import RunClock, interrupt_ends, stop_at_deadline, sync_signature_counts
 from fuzz.store.bundle import count_occurrence, load_bundle
 
 
@@ -35,6 +39,29 @@ def test_the_deadline_stops_workers_even_one_that_ignores_sigterm():
         assert proc.stdout.readline().strip() == "up"  # its signal disposition is set
     stop_at_deadline([polite, stubborn], grace=0.5)
     assert polite.poll() is not None and stubborn.poll() is not None
+
+
+def test_a_first_interrupt_ends_the_run_as_its_deadline_does_and_a_second_is_keyboard_interrupt():
+    clock = RunClock(Progress(), max_time=300, from_first_verdict=False, stop_by=None)
+    assert clock.deadline() > time.time() + 200
+    with interrupt_ends(clock):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)  # the handler runs in this (the main) thread
+        assert clock.interrupted and clock.deadline() <= time.time()
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_fuzzing_time_counted_from_the_first_verdict_and_never_past_the_bound():
+    progress = Progress()
+    clock = RunClock(progress, max_time=20, from_first_verdict=True, stop_by=None)
+    assert clock.deadline() is None and clock.worker_limit() is None  # the supervisor holds the budget
+    progress.first_input, progress.first_verdict = 12.0, 30.0  # a worker's start-up, then a candidate process's
+    assert abs(clock.deadline() - (clock.started + 50)) < 1e-6
+    bounded = RunClock(progress, max_time=20, from_first_verdict=True, stop_by=clock.started + 25)
+    assert bounded.deadline() == clock.started + 25
 
 
 def test_one_announcement_per_signature_and_repeats_in_the_status_line():
@@ -65,7 +92,8 @@ def _stored_finding(store):
 
 def test_the_reducer_past_its_deadline_stores_the_finding_as_found(tmp_path):
     sig, raw = _stored_finding(tmp_path / "crashes" / "raw" / "worker-0")
-    settings = RunSettings(candidate="pre-51113", reference="vllm", corpus=tmp_path, crashes=tmp_path / "crashes")
+    settings = RunSettings(candidate="pre-51113", reference="vllm", corpus=tmp_path, crashes=tmp_path / "crashes",
+                           write_regressions=True)
     bundle = reduce_one(sig, raw, settings, seconds=0.0)
     stored = load_bundle(bundle)
     assert stored.scenario == stored.original  # no time to minimize: nothing is lost, nothing is changed

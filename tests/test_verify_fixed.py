@@ -173,7 +173,7 @@ def test_a_recorded_issue_that_is_gone_is_one_line_and_the_next_bundle_goes_on(t
     assert "read issue #7 (recorded in" in out and "HTTP 404" in out
     assert f"{kept.name}: fixed (0/1 tries); issue octo/vllm#1: closed" in out
     assert server.issues[0]["state"] == "closed" and server.writes().count(("PATCH", "/repos/octo/vllm/issues/1")) == 1
-    assert "2 fixed, 0 flaky, 0 unverifiable, 0 not verified, 1 issue(s) not brought in line" in out
+    assert "2 fixed, 0 flaky, 0 unverifiable, 0 not verified, 1 issue not brought in line" in out
 
     writes = len(server.writes())
     assert main(argv) == ExitCode.INFRASTRUCTURE  # the gone one is tried again, the other changes nothing

@@ -33,10 +33,12 @@ from fuzz.cli import (
     verify_fixed,
     warm,
 )
-from fuzz.cli.options import Parser
+from fuzz.cli.options import Parser, check_policy_options
 from fuzz.errors import exit_code_of
 from fuzz.sandbox.scope import deciding
+from fuzz.verbosity import set_verbosity
 
+VERBOSE_HELP = "show vLLM's own log lines, in this process and its children: -v its INFO, -vv its DEBUG (default: errors only)"
 SUBCOMMANDS = (replay, compare, gen, policies, run, minimize, confirm, campaign, status, dashboard, file_issue,
                coverage, ci, merge, prune, fidelity, verify_fixed, bisect, export_test, schema, warm)
 
@@ -46,9 +48,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gdnfuzz", description="Differential fuzzing of vLLM's Mamba/GDN align-mode chunk split.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
                         help="print gdnfuzz's version and exit")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
     for module in SUBCOMMANDS:
         module.add_parser(sub)
+    for command in sub.choices.values():  # `gdnfuzz replay -v` as well as `gdnfuzz -v replay`
+        command.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=VERBOSE_HELP)
     return parser
 
 
@@ -60,5 +65,11 @@ def main(argv: list[str] | None = None) -> int:
 
     argcomplete.autocomplete(parser)
     args = parser.parse_args(argv)
+    set_verbosity(args.verbose)
     with deciding():  # no candidate code in this process: it runs in sandbox children (fuzz.sandbox)
-        return exit_code_of(lambda: args.func(args), f"gdnfuzz {args.command}")
+        return exit_code_of(lambda: _run(args), f"gdnfuzz {args.command}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    check_policy_options(args)  # a mistyped policy is one line now, not after a candidate process's vLLM import
+    return int(args.func(args))

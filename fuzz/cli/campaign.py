@@ -32,7 +32,7 @@ from fuzz.store.stats import default_stats_path
 
 DEFAULT_MAX_TIME = 300.0
 RESUME_FLAGS = ("address", "max_time", "drain_time")  # what --resume takes from the command line
-NOT_ARGUMENTS = ("command", "func", "resume", "defaults")
+NOT_ARGUMENTS = ("command", "func", "resume", "defaults", "verbose", "policy_options")  # not the campaign's settings
 PATHS = ("corpus", "crashes", "stats", "dashboard")
 RESUME_SEED_STEP = 100_000  # a resumed run's libFuzzer seeds differ from every earlier run's
 

@@ -15,8 +15,10 @@ policy, in the split-only form a checkout the installed vLLM cannot run, or, str
 against the installed vLLM); 5: ``--baseline-issues`` could not be read (the API unreachable, an error,
 an answer that is not the API's) while a signature outside the rest of the baseline was found: it may
 be known; in the code-change form, also the base that cannot be read from git (no merge base, a shallow
-clone, a revision that is not there) or a side that cannot be loaded on the installed vLLM. The reports
-are written in every one of these cases but bad input, and the summary says why.
+clone, a revision that is not there) or a side that cannot be loaded on the installed vLLM; and, without a
+new signature, a run that did not judge all it was asked to: the overall time bound (``--max-time``)
+reached, or a fuzzing step that ran no input. The reports are written in every one of these cases but
+bad input, and the summary says why. Each corpus file is said on stderr as it is replayed.
 Everything goes under ``--out`` (``fuzz.triage.ci.CiPaths``).
 """
 
@@ -25,22 +27,28 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fuzz import package_version
-from fuzz.cli.options import add_fail_on_arg
+from fuzz.cli.options import add_fail_on_arg, add_policy_option
 from fuzz.errors import ExitCode, InputError, ToolError
 from fuzz.model.checkout import BRANCH_PREFIX, CHECKOUT_SCHEDULER_SPLIT
 from fuzz.model.policies import Policy, PolicyError, resolve_policy, runs_elsewhere
+from fuzz.plural import plural
 from fuzz.report.ci_report import Case, CiReport, mark_new
 from fuzz.report.junit import render_junit
 from fuzz.report.sarif import render_sarif
 from fuzz.report.summary import render_summary
 from fuzz.store.atomic import atomic_write
 from fuzz.triage.baseline import read_baseline
-from fuzz.triage.ci import CiPaths, corpus_files, fuzz, replay_corpus
+from fuzz.triage.ci import CiPaths, TimeBoundReached, corpus_files, fuzz, replay_corpus, time_bound
 from fuzz.triage.code_change import SideUnavailable, candidate_policy, checkout_base, ensure_loads
+
+DEFAULT_MAX_TIME = 1200.0
+STOP_MARGIN_S = 15.0  # before the bound: stopping the fuzzers (3 s), the reducer's last store (8 s), the reports
 
 
 def candidate_spec(candidate: str, mode: str) -> str:
@@ -74,49 +82,92 @@ def _baseline(args: argparse.Namespace) -> tuple[set[str], str, str | None]:
     return known, " and ".join(sources) or "no baseline", error
 
 
+@dataclass(frozen=True)
+class CiClock:
+    """The overall time bound (``--max-time``): work stops at :attr:`until`, :data:`STOP_MARGIN_S` before
+    it, so that stopping the fuzzers, storing what they found and writing the reports end within it.
+    Progress lines (:meth:`say`) carry the seconds since the start."""
+
+    started: float
+    max_time: float
+
+    @property
+    def until(self) -> float:
+        return self.started + self.max_time - STOP_MARGIN_S
+
+    def say(self, text: str) -> None:
+        print(f"gdnfuzz ci: [{time.time() - self.started:6.0f}s] {text}", file=sys.stderr, flush=True)
+
+
 def cmd_ci(args: argparse.Namespace) -> int:
     from workers.sim.fidelity import STRICT_ENV
 
+    if args.fuzz_time + STOP_MARGIN_S >= args.max_time:
+        raise InputError(f"--fuzz-time {args.fuzz_time}: does not fit in --max-time {args.max_time:g} (the corpus "
+                         f"replay and start-up come first, and {STOP_MARGIN_S:g}s for the reports); raise --max-time")
+    clock = CiClock(time.time(), args.max_time)
     if args.strict:
         os.environ[STRICT_ENV] = "1"  # this process and every harness worker refuse an unchecked mirror
     paths = CiPaths(Path(args.out))
     if args.base is not None or args.candidate is None:
-        return _code_change(args, paths)
+        return _code_change(args, paths, clock)
     spec = candidate_spec(args.candidate, args.candidate_mode or "split")
+    unloaded = _unloaded(spec, args.candidate)
     try:
-        candidate, reference = resolve_policy(spec), resolve_policy(args.reference or "vllm")
+        with time_bound(clock.until):
+            candidate, reference = resolve_policy(spec), resolve_policy(args.reference or "vllm")
     except PolicyError as exc:  # the reports still say why nothing ran, then exit 2
-        unloaded = _unloaded(spec, args.candidate)
         _write_reports(args, paths, CiReport(unloaded, unloaded, [Case(
             spec, "replay", "policy-not-loadable", "error", str(exc), 0.0)], set(), "no baseline", None))
         raise
+    except TimeBoundReached:
+        return _bound_while_loading(args, paths, CiReport(unloaded, unloaded, [], set(), "no baseline", None))
     known = _baseline(args)
-    return _check(args, paths, CiReport(candidate, reference, [], *known), _corpus(args))
+    return _check(args, paths, CiReport(candidate, reference, [], *known), _corpus(args), clock)
 
 
-def _code_change(args: argparse.Namespace, paths: CiPaths) -> int:
+def _code_change(args: argparse.Namespace, paths: CiPaths, clock: CiClock) -> int:
     """The PR's code (``--candidate``, by default the ``--checkout`` work tree) against ``--base`` read
-    from git objects (``fuzz.triage.code_change``); a side that cannot be had is exit 5, reports written."""
+    from git objects (``fuzz.triage.code_change``); a side that cannot be had, or not before the time
+    bound, is exit 5, reports written. A ``--checkout`` that is no vLLM checkout (``gdnfuzz ci`` run in
+    the wrong directory) is a usage error, exit 2, saying where to run it."""
     if args.reference is not None:
         raise InputError("--reference: in the code-change form the reference is the base (--base)")
+    if not (Path(args.checkout) / CHECKOUT_SCHEDULER_SPLIT).is_file():
+        raise InputError(f"--checkout {args.checkout}: not a vLLM checkout (no {CHECKOUT_SCHEDULER_SPLIT}): run "
+                         "`gdnfuzz ci` in the pull request's vLLM checkout or give --checkout DIR (or, without "
+                         "--base, --candidate DIR for the split-only form)")
     mode = args.candidate_mode or "branch"
     typed = args.candidate or args.checkout
     spec = candidate_spec(typed, mode) if Path(typed).is_dir() else typed
     baseline, source, baseline_error = _baseline(args)
     files = _corpus(args)
     try:
-        base = checkout_base(Path(args.checkout), args.base, paths.out / "base", mode)
-        candidate = candidate_policy(spec)
-        ensure_loads(base.policy, "base", files)
-        ensure_loads(candidate, "candidate", files)
+        with time_bound(clock.until):
+            base = checkout_base(Path(args.checkout), args.base, paths.out / "base", mode)
+            candidate = candidate_policy(spec)
+            ensure_loads(base.policy, "base", files)
+            ensure_loads(candidate, "candidate", files)
     except SideUnavailable as exc:
         print(f"gdnfuzz ci: {exc}", file=sys.stderr)
         unloaded = _unloaded(spec, typed)
         report = CiReport(unloaded, unloaded, [], baseline, source, baseline_error, base=args.base, error=str(exc))
         _write_reports(args, paths, report)
         return ExitCode.INFRASTRUCTURE
+    except TimeBoundReached:
+        unloaded = _unloaded(spec, typed)
+        return _bound_while_loading(args, paths, CiReport(unloaded, unloaded, [], baseline, source, baseline_error,
+                                                          base=args.base))
     report = CiReport(candidate, base.policy, [], baseline, source, baseline_error, base=base.label)
-    return _check(args, paths, report, files)
+    return _check(args, paths, report, files, clock)
+
+
+def _bound_while_loading(args: argparse.Namespace, paths: CiPaths, report: CiReport) -> int:
+    """The time bound passed before both sides were loaded: nothing judged, the reports say so, exit 5."""
+    report.error = f"the time bound (--max-time {args.max_time:g}s) was reached while loading both sides"
+    print(f"gdnfuzz ci: {report.error}", file=sys.stderr)
+    _write_reports(args, paths, report)
+    return ExitCode.INFRASTRUCTURE
 
 
 def _corpus(args: argparse.Namespace) -> list[Path]:
@@ -124,25 +175,37 @@ def _corpus(args: argparse.Namespace) -> list[Path]:
                                                                    file=sys.stderr))
 
 
-def _check(args: argparse.Namespace, paths: CiPaths, report: CiReport, files: list[Path]) -> int:
+def _check(args: argparse.Namespace, paths: CiPaths, report: CiReport, files: list[Path], clock: CiClock) -> int:
     """Replay the corpus, fuzz for the budget, write the reports; the exit code (module docstring)."""
     candidate, reference = report.candidate, report.reference
-    report.cases = replay_corpus(files, candidate, reference, args.fail_on)
-    if args.fuzz_time > 0:
+    report.cases = replay_corpus(files, Path(args.corpus), candidate, reference, args.fail_on, clock.until, clock.say)
+    report.fuzz_asked = float(args.fuzz_time)
+    not_judged = sum(c.problem is not None for c in report.cases)
+    if not_judged:
+        report.time_bound = (f"the time bound (--max-time {args.max_time:g}s) was reached after "
+                             f"{len(files) - not_judged} of {plural(len(files), 'corpus file')}")
+    elif args.fuzz_time > 0:
+        clock.say(f"fuzzing for {args.fuzz_time}s from the first verdict")
         found, progress = fuzz(Path(args.corpus), paths, candidate, reference, args.fuzz_time, args.jobs, args.seed,
-                               args.fail_on, args.minimize_time)
+                               args.fail_on, args.minimize_time, clock.until)
         report.cases += found
-        report.fuzz_seconds = float(args.fuzz_time)
-        report.fuzz_execs = sum(w.execs for w in progress.workers.values())
+        report.fuzz_seconds = progress.fuzzing_seconds()
+        report.fuzz_execs = progress.totals().execs
+        report.fuzz_startup = progress.startup()
         report.worker_crashes = progress.worker_crashes
+        if report.fuzz_seconds < args.fuzz_time - 1 and not progress.interrupted and time.time() >= clock.until:
+            report.time_bound = (f"the time bound (--max-time {args.max_time:g}s) was reached after "
+                                 f"{report.fuzz_seconds:.0f}s of the {args.fuzz_time}s of fuzzing asked")
         if progress.worker_crashes:
             report.cases.append(Case("harness-crash", "fuzz", "harness-crash", "crash",
-                                     f"{progress.worker_crashes} harness worker(s) died; each input one was "
+                                     f"{plural(progress.worker_crashes, 'harness worker')} died; each input one was "
                                      f"running is a worker-crash finding in {paths.crashes}", 0.0))
     _write_reports(args, paths, report)
     if report.unchecked:
         return ExitCode.INFRASTRUCTURE
-    return ExitCode.DIVERGED if report.new_signatures else ExitCode.CLEAN
+    if report.new_signatures:
+        return ExitCode.DIVERGED
+    return ExitCode.INFRASTRUCTURE if report.problems else ExitCode.CLEAN
 
 
 def _unloaded(spec: str, typed: str) -> Policy:
@@ -173,9 +236,9 @@ def _write_reports(args: argparse.Namespace, paths: CiPaths, report: CiReport) -
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("ci", help="CI check of a candidate (a PR's vLLM checkout): replay the corpus, fuzz for a "
                                   "budget, fail only on signatures not in the baseline; JUnit, SARIF, markdown")
-    p.add_argument("--candidate",
-                   help="the code under test: a vLLM checkout directory (see `gdnfuzz policies`) or `vllm`, the "
-                        "installed build; without it, the code-change form takes the --checkout work tree")
+    add_policy_option(p, "--candidate",
+                      help="the code under test: a vLLM checkout directory (see `gdnfuzz policies`) or `vllm`, the "
+                           "installed build; without it, the code-change form takes the --checkout work tree")
     p.add_argument("--candidate-mode", choices=("split", "branch"),
                    help="split (the split-only form's default): only the checkout's "
                         "Scheduler._mamba_block_aligned_split, on the installed scheduler; branch (the code-change "
@@ -188,12 +251,18 @@ def add_parser(sub: Any) -> None:
                         "it does not reproduce on it")
     p.add_argument("--checkout", default=".", metavar="DIR",
                    help="code-change form: the vLLM git checkout --base is a revision of (only read; default .)")
-    p.add_argument("--reference",
-                   help="split-only form: reference split policy (default vllm, the installed vLLM)")
+    add_policy_option(p, "--reference", help="split-only form: reference split policy (default vllm, the installed vLLM)")
     p.add_argument("--corpus", default="corpus",
                    help="committed corpus root, read only: its seeds/ and regressions/ are replayed and seed the fuzzer")
-    p.add_argument("--fuzz-time", type=int, default=60, help="seconds of coverage-guided fuzzing after the replay "
-                                                             "(default 60; 0: replay only)")
+    p.add_argument("--fuzz-time", type=int, default=60,
+                   help="seconds of coverage-guided fuzzing after the replay, counted from the first verdict (start-"
+                        "up, a worker's vLLM import and a candidate process's, spends none of them; default 60; 0: "
+                        "replay only)")
+    p.add_argument("--max-time", type=float, default=DEFAULT_MAX_TIME, metavar="S",
+                   help=f"the overall time bound, in seconds (default {DEFAULT_MAX_TIME:g}, 20 minutes): a replay in "
+                        "flight is cut there, the files left and the fuzzing not done are reported as not judged "
+                        "(exit 5 unless a new signature was found), and JUnit, SARIF and the summary are written "
+                        "within it")
     p.add_argument("-j", "--jobs", type=int, default=1, help="fuzzing worker processes (default 1)")
     p.add_argument("--seed", type=int, default=1, help="worker i uses libFuzzer -seed=SEED+i (default 1)")
     p.add_argument("--minimize-time", type=float, default=30.0,

@@ -12,8 +12,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from fuzz.cli.options import add_policy_option
 from fuzz.errors import ExitCode
 from fuzz.model.policies import resolve_policy
+from fuzz.search.settings import OUTPUT_DIR
 from fuzz.triage.coverage import corpus_files, format_report, measure
 
 
@@ -29,6 +31,7 @@ def cmd_coverage(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("coverage", help="replay a corpus under coverage of vLLM's split and MambaManager")
     p.add_argument("corpus_dirs", nargs="+", metavar="CORPUS_DIR", help="corpus directories or files")
-    p.add_argument("--policy", default="vllm", help="the split to run (default vllm, the installed split)")
-    p.add_argument("--html", default="coverage-html", help="directory for the HTML report (default coverage-html)")
+    add_policy_option(p, "--policy", default="vllm", help="the split to run (default vllm, the installed split)")
+    p.add_argument("--html", default=str(OUTPUT_DIR / "coverage-html"),
+                   help=f"directory for the HTML report (default {OUTPUT_DIR / 'coverage-html'})")
     p.set_defaults(func=cmd_coverage)

@@ -6,12 +6,12 @@ The versions the campaign ran against come from its record on the crash store (`
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
 from fuzz.errors import ExitCode
 from fuzz.report.dashboard import write_dashboard
+from fuzz.search.settings import DEFAULT_CRASHES, default_crashes
 from fuzz.store.stats import default_stats_path
 from workers.campaign.resume import read_record, record_path
 
@@ -30,8 +30,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--stats", default=None, help="stats file (default $GDNFUZZ_STATS or stats.jsonl, skipped while absent)"
     )
-    parser.add_argument("--crashes", default=os.environ.get("GDNFUZZ_CRASHES", "crashes"),
-                        help="crash store ($GDNFUZZ_CRASHES, default crashes)")
+    parser.add_argument("--crashes", default=str(default_crashes()),
+                        help=f"crash store ($GDNFUZZ_CRASHES, default {DEFAULT_CRASHES}, where `gdnfuzz run` and "
+                             "`gdnfuzz campaign` write)")
     parser.add_argument("--out", required=True, help="the HTML file to write")
     parser.add_argument("--compare", default=None, metavar="FILE",
                         help="a `gdnfuzz compare --json` report: adds its A/B cost plots")

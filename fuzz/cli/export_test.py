@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from fuzz.cli.options import add_policy_option
 from fuzz.errors import ExitCode
 from fuzz.store.atomic import atomic_write
 from fuzz.triage.export import export_test
@@ -27,9 +28,9 @@ def cmd_export_test(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("export-test", help="write a finding as a self-contained pytest file (needs only vLLM and pytest)")
     p.add_argument("path", help="a crashes/<signature> bundle or a scenario file")
-    p.add_argument("--candidate", default=None,
-                   help="the split under test (default: the bundle's; for a file, the policy its expect says diverges "
-                        "or regresses there, else vllm)")
-    p.add_argument("--reference", default=None, help="the reference split (default: the bundle's, else vllm)")
+    add_policy_option(p, "--candidate", default=None,
+                      help="the split under test (default: the finding's own: the bundle's; for a file, the policy its "
+                           "expect says diverges or regresses there, else vllm)")
+    add_policy_option(p, "--reference", default=None, help="the reference split (default: the bundle's, else vllm)")
     p.add_argument("--out", default=None, help="the test file to write (default test_<signature>.py)")
     p.set_defaults(func=cmd_export_test)

@@ -1,8 +1,10 @@
 """``gdnfuzz merge OUT IN...``: libFuzzer's corpus merge over the harness (what ``run -- -merge=1`` does).
 
 Inputs of the IN directories that add coverage of vLLM's instrumented scheduling code to OUT are copied
-into OUT (``--set-cover``: libFuzzer's smaller set-cover selection). Exit 0 once merged; 1 if the merge
-failed (OUT unchanged but for what libFuzzer had already copied); 2 bad input.
+into OUT (``--set-cover``: libFuzzer's smaller set-cover selection). A merge runs every input, so one that
+diverges is stored as found in the crash store (``--crashes``, git-ignored by default), and the merge
+names each such bundle. Exit 0 once merged; 1 if the merge failed (OUT unchanged but for what libFuzzer
+had already copied); 2 bad input.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from typing import Any
 
 from fuzz.cli.options import add_fail_on_arg, add_policy_args, policies_of
 from fuzz.errors import ExitCode, InputError
+from fuzz.plural import plural
 from fuzz.search.rerun import MergeRequest, merge_settings
+from fuzz.search.settings import DEFAULT_CRASHES, default_crashes
 from fuzz.store.corpus_merge import run_libfuzzer_merge
 
 
@@ -21,11 +25,19 @@ def run_merge(request: MergeRequest, args: argparse.Namespace) -> int:
     """Carry out a merge request (from ``gdnfuzz merge`` or ``gdnfuzz run -- -merge=1``) and print its summary."""
     policies_of(args)
     env = merge_settings(args.candidate, args.reference, args.crashes, args.fail_on).child_env()
+    before = _bundles(Path(args.crashes))
     files, features, edges = run_libfuzzer_merge(request.out, request.inputs, env, args.merge_timeout,
                                                  request.flags, request.mode)
-    print(f"gdnfuzz merge ({request.mode}): {files} new files with {features} new features "
-          f"({edges} new coverage edges) added to {request.out}")
+    print(f"gdnfuzz merge ({request.mode}): {plural(files, 'new file')} with {plural(features, 'new feature')} "
+          f"({plural(edges, 'new coverage edge')}) added to {request.out}")
+    for bundle in sorted(_bundles(Path(args.crashes)) - before):
+        print(f"gdnfuzz merge: an input diverged while merging; stored as found: {bundle}")
     return ExitCode.CLEAN
+
+
+def _bundles(crashes: Path) -> set[Path]:
+    """The finding bundles in a crash store (directories with a ``verdict.json``)."""
+    return {p.parent for p in crashes.glob("*/verdict.json")}
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -46,7 +58,9 @@ def add_merge_harness_args(p: argparse.ArgumentParser) -> None:
     where inputs that diverge while merging are saved, and the timeout."""
     add_policy_args(p)
     add_fail_on_arg(p)
-    p.add_argument("--crashes", default="crashes", help="where inputs that diverge while merging are saved")
+    p.add_argument("--crashes", default=str(default_crashes()),
+                   help=f"where inputs that diverge while merging are stored as found, each named in the output "
+                        f"($GDNFUZZ_CRASHES, default {DEFAULT_CRASHES})")
     add_merge_args(p)
 
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+from pathlib import Path
 
+from fuzz.model.checkout import BRANCH_PREFIX
 from fuzz.model.deadline import DEADLINE_ENV, DEFAULT_DEADLINE_S, check_deadline, set_deadline
-from fuzz.model.policies import Policy, resolve_policy
+from fuzz.model.policies import BUILTINS, Policy, PolicyError, resolve_policy
 from fuzz.oracle.verdict import FailOn, default_fail_on, fail_on_choices, finding_classes
 from fuzz.search.profiles import DEFAULT_PROFILE, PROFILES
+from fuzz.search.settings import DEFAULT_CRASHES, default_crashes
 
 
 class DefaultsFormatter(argparse.HelpFormatter):
@@ -31,17 +35,57 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
 
+DEFAULT_CANDIDATE = "vllm"  # every subcommand's: the installed vLLM, the code a user is working on
+SPEC_FORMS = "module:attr, file.py:attr, a vLLM checkout directory or branch:DIR"
+
+
+def check_policy_spec(flag: str, text: str) -> None:
+    """A spec that can only be an unknown name (not built in, no ``:``, no directory of that name) is bad
+    input at once, with the nearest built-in names, before any vLLM import; every other form is loaded
+    where it runs (``fuzz.model.policies.resolve_policy``), which names what is wrong with it."""
+    if text in BUILTINS or ":" in text or text.startswith(BRANCH_PREFIX) or Path(text).is_dir():
+        return
+    near = difflib.get_close_matches(text, BUILTINS, n=2, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+    raise PolicyError(f"{flag}: unknown policy {text!r}{hint}: use a built-in ({', '.join(BUILTINS)}), {SPEC_FORMS}")
+
+
+def check_policy_options(args: argparse.Namespace) -> None:
+    """:func:`check_policy_spec` over every policy option the subcommand has (``add_policy_option``)."""
+    for flag, dest in getattr(args, "policy_options", ()):
+        value = getattr(args, dest)
+        if value is not None:
+            check_policy_spec(flag, value)
+
+
+def complete_policy(prefix: str, **kwargs: object) -> list[str]:
+    """Shell completion of a policy option: the built-in names, then files and directories."""
+    from argcomplete.completers import FilesCompleter
+
+    return [name for name in BUILTINS if name.startswith(prefix)] + list(FilesCompleter()(prefix, **kwargs))
+
+
+def add_policy_option(p: argparse.ArgumentParser, flag: str, help: str, **kwargs: object) -> None:
+    """One policy option (``--candidate``, ``--reference``, ``--policy``): checked by
+    :func:`check_policy_options` before the subcommand runs, completed by :func:`complete_policy`."""
+    action = p.add_argument(flag, metavar="POLICY", help=help, **kwargs)  # type: ignore[arg-type]
+    action.completer = complete_policy  # type: ignore[attr-defined]
+    p.set_defaults(policy_options=(*(p.get_default("policy_options") or ()), (flag, action.dest)))
+
+
 def add_policy_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--candidate", default="pre-51113",
-                   help="split policy under test (default pre-51113; see `gdnfuzz policies`)")
-    p.add_argument("--reference", default="vllm", help="reference split policy (default vllm)")
+    add_policy_option(p, "--candidate", default=DEFAULT_CANDIDATE,
+                      help=f"split policy under test (default {DEFAULT_CANDIDATE}: the installed vLLM's own split; "
+                           "see `gdnfuzz policies`)")
+    add_policy_option(p, "--reference", default="vllm", help="reference split policy (default vllm)")
 
 
 def add_store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", default=os.environ.get("GDNFUZZ_CORPUS", "corpus"),
-                   help="corpus root ($GDNFUZZ_CORPUS): queue/ is written, seeds/ and regressions/ read")
-    p.add_argument("--crashes", default=os.environ.get("GDNFUZZ_CRASHES", "crashes"),
-                   help="crash store ($GDNFUZZ_CRASHES, default crashes)")
+                   help="corpus root ($GDNFUZZ_CORPUS, default corpus): its committed seeds/ and regressions/ are "
+                        "only read; libFuzzer's working queue is its queue/ (git-ignored)")
+    p.add_argument("--crashes", default=str(default_crashes()),
+                   help=f"crash store, written ($GDNFUZZ_CRASHES, default {DEFAULT_CRASHES}: git-ignored)")
 
 
 def add_fail_on_arg(p: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from fuzz.cli.merge import add_merge_harness_args
 from fuzz.cli.options import policies_of
 from fuzz.errors import ExitCode, InputError
+from fuzz.plural import plural
 from fuzz.search.rerun import merge_settings
 from fuzz.store.corpus_merge import MAX_INPUT_BYTES, merge_corpus
 
@@ -30,9 +31,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
     for path in report.skipped:
         print(f"gdnfuzz prune: skipped {path}: larger than libFuzzer's -max_len ({MAX_INPUT_BYTES} bytes); left as it is",
               file=sys.stderr)
-    print(f"gdnfuzz prune: {report.candidates} inputs -> {report.kept} kept, {report.removed} removed "
-          f"({report.features} features, {report.edges} edges over the seeds and regressions) in {report.seconds:.1f}s"
-          + (f"; {len(report.skipped)} oversized input(s) skipped" if report.skipped else ""))
+    print(f"gdnfuzz prune: {plural(report.candidates, 'input')} -> {report.kept} kept, {report.removed} removed "
+          f"({plural(report.features, 'feature')}, {plural(report.edges, 'edge')} over the seeds and regressions) "
+          f"in {report.seconds:.1f}s" + (f"; {plural(len(report.skipped), 'oversized input')} skipped"
+                                          if report.skipped else ""))
     return ExitCode.CLEAN
 
 

@@ -77,7 +77,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 waiting = None if latest else f"no stats yet in {path}"
             except FileNotFoundError:
                 if args.watch is None:
-                    raise InputError(f"{path}: no such file") from None
+                    raise InputError(f"{path}: no such file: `gdnfuzz status` shows a campaign's stats (`gdnfuzz "
+                                     "campaign` writes them); `gdnfuzz run` prints its own status lines and summary") from None
                 waiting = f"waiting for {path}"
             show(latest, waiting)
             if args.watch is None:
@@ -89,7 +90,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Any) -> None:
-    parser = subparsers.add_parser("status", help="print the campaign's latest stats per actor, with totals")
+    parser = subparsers.add_parser("status", help="print a campaign's latest stats per actor, with totals (`gdnfuzz "
+                                                  "campaign` writes them; `gdnfuzz run` prints its own)")
     parser.add_argument("--stats", default=None, help=f"stats file (default ${STATS_ENV} or {DEFAULT_STATS_PATH})")
     parser.add_argument("--watch", type=float, default=None, metavar="S", help="refresh every S seconds until ^C")
     parser.add_argument("--json", action="store_true",

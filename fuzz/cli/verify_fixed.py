@@ -14,7 +14,9 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from fuzz.cli.options import add_policy_option
 from fuzz.errors import InputError
+from fuzz.plural import plural
 from fuzz.report.github import check_tracker
 from fuzz.report.github_client import API_URL_ENV, DEFAULT_API_URL, TOKEN_ENV
 from fuzz.store.bundle import VERIFY_STATES
@@ -39,7 +41,8 @@ def cmd_verify_fixed(args: argparse.Namespace) -> int:
         else nullcontext(from_spec(args.candidate or "vllm"))
     with where as candidate:
         if not args.json:
-            print(f"verify-fixed: {len(bundles)} bundles against {candidate.label}, {args.tries} tries each")
+            print(f"verify-fixed: {plural(len(bundles), 'bundle')} against {candidate.label}, "
+                  f"{plural(args.tries, 'try', 'tries')} each")
         outcomes = verify_store(bundles, candidate, args.tries, args.tier, args.repo, args.api_url,
                                 lambda outcome: _say(outcome, args.json))
     counts = {s: sum(o.record is not None and o.record["status"] == s for o in outcomes) for s in VERIFY_STATES}
@@ -51,7 +54,7 @@ def cmd_verify_fixed(args: argparse.Namespace) -> int:
                          sort_keys=True))
     else:
         print("verify-fixed: " + ", ".join(f"{n} {s}" for s, n in counts.items()) + f", {unverified} not verified"
-              + (f", {unsynced} issue(s) not brought in line" if args.repo is not None else ""))
+              + (f", {plural(unsynced, 'issue')} not brought in line" if args.repo is not None else ""))
     return exit_code(outcomes)
 
 
@@ -73,9 +76,9 @@ def add_parser(sub: Any) -> None:
                                    f"candidate; with --repo the token is read from ${TOKEN_ENV} only.")
     p.add_argument("paths", nargs="*", default=[os.environ.get("GDNFUZZ_CRASHES", "crashes")],
                    help="crash bundles or crash stores (default $GDNFUZZ_CRASHES or crashes)")
-    p.add_argument("--candidate", default=None,
-                   help="what to check against (default vllm: the installed vLLM; any policy, a checkout directory "
-                        "or branch:DIR)")
+    add_policy_option(p, "--candidate", default=None,
+                      help="what to check against (default vllm: the installed vLLM; any policy, a checkout "
+                           "directory or branch:DIR)")
     p.add_argument("--checkout", default=None, metavar="DIR", help="a vLLM git checkout (with --revision)")
     p.add_argument("--revision", default=None, metavar="REV",
                    help="the checkout's revision to check, read from git objects (the work tree is not touched)")

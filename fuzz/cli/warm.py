@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 from fuzz.errors import ExitCode
+from fuzz.plural import plural
 from fuzz.search.settings import RunSettings
 from fuzz.search.warm import DEFAULT_IDLE_S, start_server, status, stop_server
 
@@ -42,7 +43,7 @@ def _say(answer: dict[str, Any] | None, as_json: bool, state: str) -> None:
         print("no warm server is running")
     else:
         print(f"warm server {answer['pid']} {state} at {answer['socket']} (vLLM imported and instrumented in "
-              f"{answer['ready_s']:.1f}s; {answer['workers']} workers alive; exits after {answer['idle_s']:.0f}s idle)")
+              f"{answer['ready_s']:.1f}s; {plural(answer['workers'], 'worker')} alive; exits after {answer['idle_s']:.0f}s idle)")
 
 
 def add_parser(sub: Any) -> None:

@@ -125,10 +125,16 @@ def json_files(directory: Path, skipped: Callable[[Path, str], None]) -> list[Pa
 
 
 def expand_dirs(paths: list[str], skipped: Callable[[Path, str], None]) -> list[Path]:
-    """Each path as given, in order, a directory replaced by its :func:`json_files` (nothing is opened)."""
+    """Each path as given, in order, a directory replaced by the :func:`json_files` of it and of every
+    directory under it (a corpus root's ``seeds/`` and ``regressions/``; links to directories are not
+    followed), sorted by path; nothing is opened."""
     found: list[Path] = []
     for path in map(Path, paths):
-        found += json_files(path, skipped) if path.is_dir() else [path]
+        if path.is_dir():
+            tree = sorted(Path(top) for top, _, _ in os.walk(path))
+            found += sorted(file for directory in tree for file in json_files(directory, skipped))
+        else:
+            found.append(path)
     return found
 
 

@@ -11,6 +11,11 @@ judged nothing; its reports say why and nothing else.
 
 In the code-change form (``base`` set) the reference *is* the base, so "the reference is wrong there
 too" reads "it reproduces on the base" (``fuzz.triage.code_change``).
+
+A run is *incomplete* when something it was asked to judge was not judged: corpus files left when the
+overall time bound was reached (each a case with its ``problem``), or a fuzzing step that ran no input.
+An incomplete run never passes: its reports say what was not judged, and without a new signature it
+exits as an infrastructure error.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass, field
 
 from fuzz.model.policies import Policy
 from fuzz.oracle.verdict import outcome
+from fuzz.plural import plural
 
 
 @dataclass
@@ -34,6 +40,7 @@ class Case:
     reproduce: list[str] = field(default_factory=list)  # the gdnfuzz replay command
     new: bool = False
     known: str | None = None  # why a finding does not fail the run (``CiReport.known_because``)
+    problem: str | None = None  # why it has no verdict (not judged before the time bound), in one line
 
 
 @dataclass
@@ -44,17 +51,42 @@ class CiReport:
     baseline: set[str]
     baseline_source: str
     baseline_error: str | None = None  # a baseline source that could not be read, in one line
-    fuzz_seconds: float = 0.0
+    fuzz_asked: float = 0.0  # the fuzzing budget asked for (--fuzz-time; 0: replay only)
+    fuzz_seconds: float = 0.0  # fuzzed, from the first verdict (start-up done) to the stop
     fuzz_execs: int = 0
+    fuzz_startup: str = ""  # where the fuzzing step's start-up went, in words
     worker_crashes: int = 0
     base: str | None = None  # the code-change form's base revision, in words (the reference is its code)
     error: str | None = None  # what stopped the run before anything was judged (exit 5), in one line
+    time_bound: str | None = None  # what the overall time bound cut short, in one line
+
+    @property
+    def fuzz_problem(self) -> str | None:
+        """Why the fuzzing step asked for judged nothing (it ran no input), or None."""
+        if not self.fuzz_asked or self.fuzz_execs or self.error is not None:
+            return None
+        return "ran no input" + (f" (start-up: {self.fuzz_startup})" if self.fuzz_startup else "")
+
+    def fuzz_figures(self) -> str:
+        """The fuzzing step in one line: its time from the first verdict, inputs, signatures, worker crashes."""
+        if not self.fuzz_asked:
+            return "fuzzing: not asked for (--fuzz-time 0)"
+        return (f"fuzzing: {self.fuzz_seconds:.0f}s of the {self.fuzz_asked:g}s asked, counted from the first verdict; "
+                f"{plural(self.fuzz_execs, 'input')}, {plural(sum(c.phase == 'fuzz' for c in self.cases), 'signature')}, "
+                f"{plural(self.worker_crashes, 'worker crash', 'worker crashes')}"
+                + (f"; start-up: {self.fuzz_startup}" if self.fuzz_startup else ""))
+
+    @property
+    def problems(self) -> list[str]:
+        """What was asked and not judged, one line each: the time bound, a fuzzing step without input."""
+        fuzz = self.fuzz_problem
+        return [p for p in (self.time_bound, fuzz and f"the fuzzing step {fuzz}") if p]
 
     @property
     def signatures(self) -> dict[str, list[Case]]:
         found: dict[str, list[Case]] = {}
         for case in self.cases:
-            if case.signature != "clean":
+            if case.signature != "clean" and case.problem is None:
                 found.setdefault(case.signature, []).append(case)
         return found
 
@@ -85,6 +117,7 @@ class CiReport:
 
 def mark_new(report: CiReport) -> CiReport:
     for case in report.cases:
-        case.known = None if case.signature == "clean" else report.known_because(case.signature)
-        case.new = case.signature != "clean" and case.known is None
+        judged = case.signature != "clean" and case.problem is None
+        case.known = report.known_because(case.signature) if judged else None
+        case.new = judged and case.known is None
     return report

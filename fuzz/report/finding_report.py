@@ -24,10 +24,8 @@ def render_report(f: Finding, bundle: Path) -> str:
     head = f.verdict.headline
     named = f.verdict.naming_class
     assert head is not None and named is not None
-    size_before, size_after = scenario_summary(f.original), scenario_summary(f.minimized)
     e = f.minimized.engine
     findings = "\n".join(f"- `{x.kind}` ({x.side}): {x.summary}" for x in f.verdict.findings())
-    stages = "\n".join(f"| {s['name']} | {s['tried']} | {s['kept']} | {s['seconds']:.2f} |" for s in f.stages)
     where, body = named.report_section(f.verdict, f.minimized, f.candidate_run, f.reference_run,
                                        (f.candidate, f.reference))
     return f"""# {f.signature}
@@ -54,9 +52,19 @@ while the bug is there (`pytest {bundle / TEST_FILE}`). With gdnfuzz:
 ```
 
 ## Minimization
-Original: {size_before['requests']} requests, {size_before['prompt_tokens']} prompt tokens; \
-minimized: {size_after['requests']} requests, {size_after['prompt_tokens']} prompt tokens, \
-{len(f.candidate_run.steps)} steps.
+{minimization(f)}"""
+
+
+def minimization(f: Finding) -> str:
+    """The report's minimization section: the sizes before and after and each stage, or, for a finding
+    stored as found (no stages: its run ended before a minimization), that it is not minimized."""
+    before, after = scenario_summary(f.original), scenario_summary(f.minimized)
+    if not f.stages:
+        return (f"Not minimized: stored as found ({before['requests']} requests, {before['prompt_tokens']} prompt "
+                f"tokens, {len(f.candidate_run.steps)} steps); `gdnfuzz minimize` reduces it.\n")
+    stages = "\n".join(f"| {s['name']} | {s['tried']} | {s['kept']} | {s['seconds']:.2f} |" for s in f.stages)
+    return f"""Original: {before['requests']} requests, {before['prompt_tokens']} prompt tokens; \
+minimized: {after['requests']} requests, {after['prompt_tokens']} prompt tokens, {len(f.candidate_run.steps)} steps.
 
 | stage | tried | kept | seconds |
 |---|---:|---:|---:|

@@ -4,8 +4,9 @@ One rule and one result per signature found. Invariant: every result points at t
 source (``fuzz.report.source_location``: the changed file of a whole branch, else the split), carries
 ``baselineState`` ``new`` (level error) or ``unchanged`` (known, level note), a stable
 ``partialFingerprints`` entry (the signature), and the replay command in its message. A baseline that
-could not be read, or a run stopped by infrastructure (``CiReport.error``), is an unsuccessful invocation
-with the reason as its notification.
+could not be read, a run stopped by infrastructure (``CiReport.error``), or one that did not judge
+everything it was asked to (``CiReport.problems``), is an unsuccessful invocation with the reasons as its
+notifications. The tool's ``informationUri`` is gdnfuzz's own home (``fuzz.HOMEPAGE``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from fuzz import HOMEPAGE
+from fuzz.plural import plural
 from fuzz.report.ci_report import CiReport
 from fuzz.report.source_location import candidate_location
 
@@ -33,7 +36,7 @@ def render_sarif(report: CiReport, source_root: Path, version: str) -> str:
                       "fullDescription": {"text": first.summary or sig},
                       "defaultConfiguration": {"level": "error"}})
         text = (f"{'New' if new else 'Known'} gdnfuzz signature {sig} under candidate {report.candidate.spec} "
-                f"against {report.reference.spec}: {first.summary} ({len(cases)} input(s), e.g. {first.name}). "
+                f"against {report.reference.spec}: {first.summary} ({plural(len(cases), 'input')}, e.g. {first.name}). "
                 f"Replay: {shlex.join(first.reproduce)}")
         results.append({
             "ruleId": sig, "ruleIndex": len(rules) - 1, "level": "error" if new else "note",
@@ -47,12 +50,12 @@ def render_sarif(report: CiReport, source_root: Path, version: str) -> str:
             "partialFingerprints": {"gdnfuzzSignature/v1": sig},
         })
     problems = [why for why in (report.error, report.baseline_error and
-                                 f"the baseline could not be read: {report.baseline_error}") if why]
+                                 f"the baseline could not be read: {report.baseline_error}", *report.problems) if why]
     log = {
         "$schema": SCHEMA, "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {"name": "gdnfuzz", "version": version,
-                                "informationUri": "https://github.com/vllm-project/vllm", "rules": rules}},
+                                "informationUri": HOMEPAGE, "rules": rules}},
             "originalUriBaseIds": {"SRCROOT": {"uri": source_root.resolve().as_uri() + "/"}},
             "results": results,
             **({"invocations": [{"executionSuccessful": False, "toolExecutionNotifications": [

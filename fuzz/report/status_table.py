@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fuzz.plural import plural
 from fuzz.store.stats import CAMPAIGN, CLUSTER, STALE_SECONDS, TOTAL, StatsRow, actor_rows, totals
 
 COLUMNS = (
@@ -75,8 +76,8 @@ def cluster_line(latest: dict[str, StatsRow]) -> str | None:
     row = latest.get(CLUSTER)
     if row is None:
         return None
-    return (f"cluster: {row.nodes} nodes alive, {row.nodes_lost} lost; {row.cpus:g} CPUs alive, "
-            f"{row.cpus_lost:g} lost")
+    return (f"cluster: {plural(row.nodes, 'node')} alive, {row.nodes_lost} lost; "
+            f"{row.cpus:g} {'CPU' if row.cpus == 1 else 'CPUs'} alive, {row.cpus_lost:g} lost")
 
 
 @dataclass(frozen=True)

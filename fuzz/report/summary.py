@@ -1,8 +1,9 @@
 """``gdnfuzz ci``'s markdown summary, fit for a PR comment or ``$GITHUB_STEP_SUMMARY``.
 
 Invariant: the first line says pass, fail or error (a baseline that could not be read, a side that
-could not be loaded) and why in one sentence; every new signature has a row
-with its verdict and the command that replays it; known signatures and what ran are listed after.
+could not be loaded, something asked for and not judged: the time bound, a fuzzing step without input)
+and why in one sentence; every new signature has a row with its verdict and the command that replays
+it; known signatures and what ran are listed after.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from fuzz.plural import plural
 from fuzz.report.ci_report import CiReport
 from fuzz.report.source_location import candidate_location
 
@@ -24,10 +26,14 @@ def render_summary(report: CiReport, source_root: Path) -> str:
     if report.error is not None:
         head = f"**gdnfuzz: ERROR**: nothing was judged: {_cell(report.error)}"
     elif report.unchecked:
-        head = (f"**gdnfuzz: ERROR**: the baseline could not be read, so {len(new)} signature(s) outside the "
+        head = (f"**gdnfuzz: ERROR**: the baseline could not be read, so {plural(len(new), 'signature')} outside the "
                 "baseline that was read could not be checked")
+    elif new:
+        head = f"**gdnfuzz: FAILED**: {plural(len(new), 'new signature')}"
+    elif report.problems:
+        head = f"**gdnfuzz: ERROR**: not everything was judged: {_cell('; '.join(report.problems))}"
     else:
-        head = f"**gdnfuzz: FAILED**: {len(new)} new signature(s)" if new else "**gdnfuzz: passed**: no new signature"
+        head = "**gdnfuzz: passed**: no new signature"
     against = f"the base {report.base}, `{report.reference.spec}`" if report.base else f"`{report.reference.spec}`"
     lines = [f"{head} (candidate `{report.candidate.spec}` against {against}).", ""]
     if report.baseline_error is not None:
@@ -44,9 +50,12 @@ def render_summary(report: CiReport, source_root: Path) -> str:
         lines.append("")
     if known:
         lines += ["Known: " + ", ".join(f"`{s}` ({report.known_because(s)})" for s in known), ""]
-    lines += [f"- corpus replay: {len(replayed)} file(s), {sum(c.signature != 'clean' for c in replayed)} diverged",
-              f"- fuzzing: {report.fuzz_seconds:.0f}s, {report.fuzz_execs} inputs, "
-              f"{sum(c.phase == 'fuzz' for c in report.cases)} signature(s), {report.worker_crashes} worker crash(es)",
-              f"- baseline: {len(report.baseline)} signature(s) from {report.baseline_source}"
+    if new and report.problems:
+        lines += [f"Not everything was judged: {_cell('; '.join(report.problems))}", ""]
+    judged = [c for c in replayed if c.problem is None]
+    lines += [f"- corpus replay: {plural(len(judged), 'file')}, {sum(c.signature != 'clean' for c in judged)} diverged"
+              + (f", {len(replayed) - len(judged)} not judged" if len(judged) < len(replayed) else ""),
+              f"- {report.fuzz_figures()}",
+              f"- baseline: {plural(len(report.baseline), 'signature')} from {report.baseline_source}"
               + ("" if report.baseline_error is None else " (the rest could not be read)")]
     return "\n".join(lines) + "\n"

@@ -23,7 +23,9 @@ from fuzz.model.policies import Policy, following, load_policy
 from fuzz.model.scenario import Scenario
 from fuzz.sandbox.channel import serve
 from fuzz.tiers import local_executor
+from fuzz.verbosity import follow_environment
 
+follow_environment()  # first in a fork server's preload: before it imports vLLM, whose import warns
 _loaded: dict[str, Policy] = {}
 
 

@@ -27,7 +27,9 @@ import functools
 import gc
 import hashlib
 import importlib
+import math
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -43,7 +45,7 @@ from fuzz.report.finding_report import store_finding
 from fuzz.search.coverage import Probes, instrument
 from fuzz.search.folding import KnownBugs
 from fuzz.search.in_flight import InFlight
-from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE, STARTING_LINE
+from fuzz.search.libfuzzer import DETECTED_LINE, EXECS_LINE, FINDING_LINE, FIRST_INPUT_LINE, STARTING_LINE
 from fuzz.search.mutate import crossover, decode, mutate
 from fuzz.search.profiles import Profile, profile_named
 from fuzz.search.repeats import Repeats, cheap_key
@@ -65,6 +67,7 @@ SCHEDULING_MODULES = (  # imported first, so that everything the scheduler runs 
     "vllm.v1.kv_cache_interface",
     "vllm.v1.request",
 )
+EXECS_EVERY_S = 1.0  # how often a worker says how many inputs it has judged (libFuzzer is silent for long spells)
 
 
 def _digest(data: bytes) -> str:
@@ -97,12 +100,19 @@ class FuzzTarget:
         self.known = KnownBugs(settings.store, settings.crashes)
         self.started = False
         self.in_flight = InFlight(settings.crashes)
+        self.execs = 0
+        self.execs_said = -math.inf  # when the count was last printed
 
     def test_one_input(self, data: bytes) -> None:
-        """One input, recorded as in flight while it runs (``fuzz.search.in_flight``)."""
+        """One input, recorded as in flight while it runs (``fuzz.search.in_flight``), then counted."""
         self.in_flight.start(data)
         self._judge(data)
         self.in_flight.done()
+        self.execs += 1
+        now = time.monotonic()
+        if now - self.execs_said >= EXECS_EVERY_S:  # the first verdict, then about once a second
+            self.execs_said = now
+            print(f"{EXECS_LINE} {self.execs}", file=sys.stderr, flush=True)
 
     def _judge(self, data: bytes) -> None:
         if not self.started:

@@ -21,9 +21,11 @@ HARNESS_MODULE = "fuzz.search.harness"
 DETECTED_LINE = "gdnfuzz-detected"  # printed when a divergence is seen, before minimizing
 FINDING_LINE = "gdnfuzz-finding"  # printed once the finding is saved
 FIRST_INPUT_LINE = "gdnfuzz-first-input"  # printed when the harness starts its first input
+EXECS_LINE = "gdnfuzz-execs"  # "gdnfuzz-execs N": inputs judged so far, after the first and then about once a second
 STARTING_LINE = "gdnfuzz-starting"  # "gdnfuzz-starting WHAT": the harness's start-up phase, before its first input
 DONE_PREFIX = "Done "  # libFuzzer's last line when its run count or time is reached ("Done 1000 runs in 9 second(s)")
 SAVED_LINE = "gdnfuzz-saved"  # printed by the reducer once a finding's bundle is minimized and stored
+REDUCER_READY_LINE = "gdnfuzz-reducer-ready"  # printed by the reducer once its imports are done
 STATUS = re.compile(r"#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+ (?:lim: \d+ )?exec/s: (\d+)")
 FINAL_STAT = re.compile(r"stat::(\w+):\s+(\d+)")
 # Every harness worker, run or campaign. Run times differ by 100x between inputs (a scenario's steps), so
@@ -53,6 +55,10 @@ def final_stats(line: str, into: dict[str, int]) -> None:
 
 @dataclass
 class WorkerStats:
+    """One worker's figures: ``execs`` from its own count (:data:`EXECS_LINE`, live while libFuzzer prints
+    nothing, as while it loads the seed corpus) or libFuzzer's, whichever is ahead; the rest from
+    libFuzzer's status lines."""
+
     execs: int = 0
     cov: int = 0
     ft: int = 0
@@ -61,14 +67,24 @@ class WorkerStats:
     first_cov: int | None = None
 
 
+@dataclass(frozen=True)
+class Totals:
+    execs: int
+    exec_per_s: float  # since the first verdict
+    cov: int
+    ft: int
+    corpus: int
+
+
 @dataclass
 class Progress:
     """What the workers and the reducer reported so far (updated from their output threads).
 
     ``findings``: every raw save a worker reported, (seconds, signature, raw bundle), repeats included;
     ``saved``: signature -> (seconds, bundle) once the reducer stored it; ``detected``: signature ->
-    seconds to its first detection; ``first_input``: seconds to the first input any worker ran;
-    ``phases``: each start-up phase a worker reported (``STARTING_LINE``), with the seconds it began at.
+    seconds to its first detection; ``first_input``: seconds to the first input any worker started;
+    ``first_verdict``: seconds to the first input any worker finished judging; ``phases``: each start-up
+    phase a worker reported (``STARTING_LINE``), with the seconds it began at.
     """
 
     started: float = field(default_factory=time.monotonic)
@@ -77,8 +93,13 @@ class Progress:
     saved: dict[str, tuple[float, str]] = field(default_factory=dict)
     detected: dict[str, float] = field(default_factory=dict)
     first_input: float | None = None
+    first_verdict: float | None = None
     phases: list[tuple[float, int, str]] = field(default_factory=list)
     worker_crashes: int = 0  # libFuzzer crashes (their inputs are in crashes/raw/)
+    retired: WorkerStats = field(default_factory=WorkerStats)  # the workers that ended (:meth:`retire`), summed
+    reducer_ready: bool = False  # the reducer's imports are done (:data:`REDUCER_READY_LINE`)
+    stopped: float | None = None  # seconds to the moment the run began to stop (:meth:`stop`)
+    interrupted: bool = False  # it stopped on ^C
     lock: threading.Lock = field(default_factory=threading.Lock)
     _announced: set[str] = field(default_factory=set)
 
@@ -97,9 +118,16 @@ class Progress:
             elif line.startswith(SAVED_LINE):
                 _, sig, bundle = line.split(maxsplit=2)
                 self.saved[sig] = (now, bundle)
+            elif line.startswith(REDUCER_READY_LINE):
+                self.reducer_ready = True
+            elif line.startswith(EXECS_LINE):
+                self.first_verdict = now if self.first_verdict is None else self.first_verdict
+                s = self.workers.setdefault(worker, WorkerStats())
+                s.execs = max(s.execs, int(line.split()[1]))
             elif m := STATUS.search(line):
                 s = self.workers.setdefault(worker, WorkerStats())
-                s.execs, s.cov, s.ft, s.corpus, s.exec_per_s = map(int, m.groups())
+                execs, s.cov, s.ft, s.corpus, s.exec_per_s = map(int, m.groups())
+                s.execs = max(s.execs, execs)
                 s.first_cov = s.cov if s.first_cov is None else s.first_cov
 
     def signatures(self) -> set[str]:
@@ -140,15 +168,55 @@ class Progress:
             return ", ".join([f"interpreter and gdnfuzz {first[0][0]:.1f}s"] + [
                 f"{what} {end - t:.1f}s" for (t, what), end in zip(first, ends, strict=True) if end is not None])
 
-    def line(self) -> str:
+    def stop(self, interrupted: bool) -> None:
+        """The run begins to stop now: its time was up, its workers ended, or ^C (``interrupted``)."""
         with self.lock:
-            if self.first_input is None and self.phases:
-                seconds, worker, what = self.phases[-1]
-                now = time.monotonic() - self.started
-                return f"[{now:6.0f}s] starting: worker {worker} {what} (for {now - seconds:.0f}s)"
-            ws = list(self.workers.values())
+            self.stopped = time.monotonic() - self.started
+            self.interrupted = interrupted
+
+    def fuzzing_seconds(self) -> float:
+        """From the first verdict to the stop (or now): the time inputs were run after start-up."""
+        with self.lock:
+            if self.first_verdict is None:
+                return 0.0
+            end = self.stopped if self.stopped is not None else time.monotonic() - self.started
+            return max(end - self.first_verdict, 0.0)
+
+    def retire(self, worker: int) -> None:
+        """A worker ended: its figures stay in the totals, and a restart of it counts from zero again."""
+        with self.lock:
+            gone = self.workers.pop(worker, None)
+            if gone is not None:
+                r = self.retired
+                r.execs += gone.execs
+                r.cov, r.ft, r.corpus = max(r.cov, gone.cov), max(r.ft, gone.ft), max(r.corpus, gone.corpus)
+
+    def totals(self) -> Totals:
+        """The run's figures so far: executions summed over its workers, ended ones included; coverage,
+        features and corpus the best any reached; executions a second since the first verdict."""
+        with self.lock:
+            ws = [self.retired, *self.workers.values()]
+            execs = sum(w.execs for w in ws)
+            fuzzing = None if self.first_verdict is None else time.monotonic() - self.started - self.first_verdict
+            return Totals(execs, execs / fuzzing if fuzzing else 0.0, max(w.cov for w in ws), max(w.ft for w in ws),
+                          max(w.corpus for w in ws))
+
+    def status(self) -> str:
+        """The status line without its time: the start-up phase until the first input, the first input while
+        it is judged (a candidate process may be starting), then the figures."""
+        with self.lock:
+            if self.first_verdict is None and not self.findings and not self.workers:
+                if self.first_input is not None:
+                    return "judging the first input"
+                if not self.phases:
+                    return "starting"
+                _, worker, what = self.phases[-1]
+                return f"starting: worker {worker} {what}"
             sigs = {sig for _, sig, _ in self.findings}
-            return (f"[{time.monotonic() - self.started:6.0f}s] execs {sum(w.execs for w in ws)} "
-                    f"exec/s {sum(w.exec_per_s for w in ws)} cov {max((w.cov for w in ws), default=0)} "
-                    f"ft {max((w.ft for w in ws), default=0)} corpus {max((w.corpus for w in ws), default=0)} "
-                    f"signatures {len(sigs)} (repeats {len(self.findings) - len(sigs)})")
+            repeats = len(self.findings) - len(sigs)
+        t = self.totals()
+        return (f"execs {t.execs} exec/s {t.exec_per_s:.0f} cov {t.cov} ft {t.ft} corpus {t.corpus} "
+                f"signatures {len(sigs)} (repeats {repeats})")
+
+    def line(self) -> str:
+        return f"[{time.monotonic() - self.started:6.0f}s] {self.status()}"

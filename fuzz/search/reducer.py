@@ -1,49 +1,63 @@
 """The reducer: ``gdnfuzz run``'s minimizer, a process beside the fuzzers.
 
-``python -m fuzz.search.reducer`` reads jobs on stdin, one line ``SIGNATURE RAW_BUNDLE`` each (the
-supervisor sends one per signature new to this run), and for each writes the minimized bundle
-``crashes/<signature>/`` and its ``corpus/regressions/<signature>.json``, printing
-``gdnfuzz-saved SIGNATURE BUNDLE`` on stdout. Its settings are the run's
-(``fuzz.search.settings.RunSettings.from_env``): the policies, ``fail_on``, the crash store, whether
-regressions are written, the minimization time and the run's deadline.
+``python -m fuzz.search.reducer`` prints ``gdnfuzz-reducer-ready`` once its imports are done, then reads
+jobs on stdin, one line ``SIGNATURE RAW_BUNDLE`` each (the supervisor sends one per signature new to
+this run), and for each writes the minimized bundle ``crashes/<signature>/`` (and, when the run adds
+regressions, ``corpus/regressions/<signature>.json``), printing ``gdnfuzz-saved SIGNATURE BUNDLE`` on
+stdout. Its settings are the run's (``fuzz.search.settings.RunSettings.from_env``): the policies,
+``fail_on``, the crash store, whether regressions are written, the minimization time and the run's
+deadline.
 
 Invariants: a fuzzer never waits for a minimization; no finding is lost at the deadline: a
 minimization in flight stops there and stores the best reduction so far (its report says the time
-limit was reached), and a job that arrives later is stored as found, unminimized; a signature that
-already has a bundle is not minimized again (its counts are synced by the supervisor).
+limit was reached), and a job that arrives later is stored as found, unminimized (its ``stages`` empty,
+its report says so); a signature that already has a bundle is not minimized again (its counts are
+synced by the supervisor). ^C is the supervisor's to handle (it ends the run as at its deadline): the
+reducer ignores it, so it is never cut short halfway through a store by the terminal.
 """
 
 from __future__ import annotations
 
+import importlib
+import signal
 import sys
 import time
 from pathlib import Path
 
 from fuzz.reduce.minimize import minimize_raw_bundle
 from fuzz.report.finding_report import store_finding
-from fuzz.search.libfuzzer import SAVED_LINE
+from fuzz.search.libfuzzer import REDUCER_READY_LINE, SAVED_LINE
 from fuzz.search.settings import RunSettings
+from fuzz.store.bundle import store_as_found
+from fuzz.tiers import REGISTRY, SCHEDULER_TIER
 
 MIN_SECONDS = 1.0  # below this before the deadline a job is stored as found
 
 
 def reduce_one(sig: str, raw: Path, settings: RunSettings, seconds: float) -> Path | None:
-    """Minimize one raw finding for at most ``seconds`` (0: store it as found) and store its bundle."""
+    """Minimize one raw finding for at most ``seconds`` and store its bundle; under :data:`MIN_SECONDS`,
+    store it as found. None when the raw input no longer gives ``sig``."""
     bundle = settings.crashes / sig
     if (bundle / "verdict.json").exists():
         return bundle
+    if seconds < MIN_SECONDS:
+        return store_as_found(raw, settings.crashes, settings.regressions)
     finding = minimize_raw_bundle(raw, sig, settings.candidate, settings.reference, seconds, settings.fail_on)
     return None if finding is None else store_finding(finding, settings.crashes, settings.regressions)
 
 
 def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     settings = RunSettings.from_env()
+    for name in REGISTRY[SCHEDULER_TIER].preload:  # vLLM's scheduling code, before the first job needs it
+        importlib.import_module(name)
+    print(REDUCER_READY_LINE, flush=True)
     for line in sys.stdin:
         sig, raw = line.split(maxsplit=1)
         seconds = settings.minimize_seconds
         if settings.deadline is not None:
             seconds = min(seconds, settings.deadline - time.time())
-        bundle = reduce_one(sig, Path(raw.strip()), settings, seconds if seconds >= MIN_SECONDS else 0.0)
+        bundle = reduce_one(sig, Path(raw.strip()), settings, seconds)
         print(f"{SAVED_LINE} {sig} {bundle if bundle is not None else '-'}", flush=True)
 
 

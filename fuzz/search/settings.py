@@ -9,7 +9,9 @@
   writes a ``GDNFUZZ_*`` setting of a run, so what a worker runs under cannot drift from what its
   parent meant;
 - ``from_env(s.child_env()) == s`` for every settings object (a round trip is exact);
-- the committed corpus dirs (seeds, regressions) are derived from ``corpus``, never passed apart.
+- the committed corpus dirs (seeds, regressions) are derived from ``corpus``, never passed apart;
+- by default a run writes nothing git tracks: its crash store is under :data:`OUTPUT_DIR` and its
+  findings become committed regressions only when asked (``write_regressions``, ``--add-regressions``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,15 @@ ENV = "GDNFUZZ_RUN"
 TARGETS = ("split", "kernels")  # the differential split target; the GDN kernels' own conformance
 COMMITTED_DIRS = ("seeds", "regressions")
 DEFAULT_MINIMIZE_SECONDS = 60.0
+OUTPUT_DIR = Path("gdnfuzz-out")  # gdnfuzz's one output directory (git-ignored), as ``gdnfuzz ci --out``'s default
+DEFAULT_CRASHES = OUTPUT_DIR / "crashes"
+CRASHES_ENV = "GDNFUZZ_CRASHES"
+
+
+def default_crashes() -> Path:
+    """The crash store a run writes when none is named: ``$GDNFUZZ_CRASHES`` (a cluster's shared store),
+    else :data:`DEFAULT_CRASHES`, never the committed ``crashes/``."""
+    return Path(os.environ.get(CRASHES_ENV) or DEFAULT_CRASHES)
 
 
 @dataclass(frozen=True)
@@ -55,8 +66,8 @@ class RunSettings:
     deadline: float | None = None
     # stores
     corpus: Path = Path("corpus")
-    crashes: Path = Path("crashes")
-    write_regressions: bool = True  # minimized findings also go to corpus/regressions
+    crashes: Path = DEFAULT_CRASHES
+    write_regressions: bool = False  # minimized findings also go to corpus/regressions (the committed corpus)
     store: Path | None = None  # a worker's: the run's crash store, whose signatures its findings may fold into
 
     @property

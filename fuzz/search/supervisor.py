@@ -24,19 +24,24 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
+import math
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
 from fuzz.errors import ExitCode
 from fuzz.interpreter import python_command
+from fuzz.plural import plural
 from fuzz.report.finding_report import store_finding
 from fuzz.sandbox.channel import describe_exit
 from fuzz.search.artifacts import crash_finding, death
@@ -57,6 +62,9 @@ from fuzz.store.bundle import store_as_found, sync_counts
 RUN_LIMITS = ("-timeout=900", "-rss_limit_mb=16384")  # gdnfuzz run's own
 REDUCER_MODULE = "fuzz.search.reducer"
 DRAIN_SECONDS = 8.0  # after the deadline: the reducer's in-flight store and the unreached jobs
+STORE_SECONDS = 5.0  # a minimization in flight stops this long before the deadline, so that its store ends by it
+STATUS_EVERY_S = 2.0  # the status line at most this often
+HEARTBEAT_S = 10.0  # and at least this often, its figures unchanged
 
 
 def _pump(stream: IO[str], worker: int, progress: Progress, log: list[str]) -> None:
@@ -76,7 +84,8 @@ class Reducer:
     """The reducer process: one job per signature new to this run, its saved lines into ``progress``.
 
     It starts once a worker has run its first input (or a job is waiting), so its own vLLM import never
-    competes with the workers' start-up for the CPU."""
+    competes with the workers' start-up for the CPU; it says when its imports are done
+    (``progress.reducer_ready``)."""
 
     def __init__(self, settings: RunSettings, progress: Progress):
         self.settings, self.progress = settings, progress
@@ -84,22 +93,24 @@ class Reducer:
         self.reader: threading.Thread | None = None
         self.sent: set[str] = set()
 
-    def _start(self) -> subprocess.Popen[str]:
+    def _start(self, deadline: float | None) -> subprocess.Popen[str]:
         if self.proc is None:
+            env = replace(self.settings, deadline=None if deadline is None else deadline - STORE_SECONDS).child_env()
             self.proc = subprocess.Popen(python_command("-m", REDUCER_MODULE), stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                         env=self.settings.child_env(), cwd=os.getcwd())
+                                         env=env, cwd=os.getcwd())
             self.reader = threading.Thread(target=_pump, args=(self.proc.stdout, -1, self.progress, []), daemon=True)
             self.reader.start()
         return self.proc
 
-    def submit_new(self) -> None:
+    def submit_new(self, deadline: float | None) -> None:
         """Send every signature first found since the last call (its first raw bundle); start the process
-        once fuzzing has begun."""
+        once fuzzing has begun, under the run's ``deadline`` as it is known then (less :data:`STORE_SECONDS`:
+        the minimization in flight at the deadline is stored by then, not after)."""
         jobs = [(sig, raw) for sig, raw in self.progress.first_raw_bundles() if sig not in self.sent]
         if not jobs and (self.proc is not None or self.progress.first_input is None):
             return
-        proc = self._start()
+        proc = self._start(deadline)
         assert proc.stdin is not None
         for sig, raw in jobs:
             if proc.poll() is None:
@@ -108,17 +119,21 @@ class Reducer:
                 proc.stdin.flush()
 
     def finish(self, timeout: float) -> None:
-        """No more jobs; wait up to ``timeout`` for the reducer to store what it has."""
+        """No more jobs; wait up to ``timeout`` for the reducer to store what it has, then stop it."""
         if self.proc is None:
             return
         assert self.proc.stdin is not None and self.reader is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=max(timeout, 1.0))
-        except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=timeout)
+        self.kill()
+        self.reader.join(timeout=5)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        self.reader.join(timeout=5)
 
 
 def stop_at_deadline(procs: list[subprocess.Popen[str] | WarmWorker], grace: float = 3.0) -> None:
@@ -195,9 +210,110 @@ def store_death(worker_dir: Path, returncode: int, log: list[str], settings: Run
     return finding.signature
 
 
-def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.stderr) -> ExitCode:
-    deadline = time.time() + settings.max_time if settings.max_time else None
-    settings = replace(settings, deadline=deadline)
+class RunClock:
+    """When the run stops: ``max_time`` after it starts (``gdnfuzz run``, as libFuzzer's
+    ``-max_total_time``) or after its first verdict (``from_first_verdict``: ``gdnfuzz ci``'s fuzzing budget,
+    which start-up does not spend: a worker's vLLM import, and the first input's own start-up, such as a
+    whole-branch candidate's process), never after ``stop_by`` (an absolute bound), and at once on ^C."""
+
+    def __init__(self, progress: Progress, max_time: float, from_first_verdict: bool, stop_by: float | None):
+        self.progress = progress
+        self.started = time.time() - (time.monotonic() - progress.started)  # the run's start, as the epoch counts
+        self.max_time, self.from_first_verdict, self.stop_by = max_time, from_first_verdict, stop_by
+        self.interrupted = False
+
+    def deadline(self) -> float | None:
+        """Seconds since the epoch at which the run stops (None: not known yet, or no limit)."""
+        if self.interrupted:
+            return 0.0
+        first_verdict = self.progress.first_verdict
+        budget: float | None = None
+        if self.max_time and not self.from_first_verdict:
+            budget = self.started + self.max_time
+        elif self.max_time and first_verdict is not None:
+            budget = self.started + first_verdict + self.max_time
+        bounds = [b for b in (budget, self.stop_by) if b is not None]
+        return min(bounds) if bounds else None
+
+    def worker_limit(self) -> int | None:
+        """A starting worker's ``-max_total_time``: what is left until :meth:`deadline` (None while that is
+        not known: the supervisor stops the worker there itself)."""
+        deadline = self.deadline()
+        return None if deadline is None else max(int(deadline - time.time()), 1)
+
+
+@contextlib.contextmanager
+def interrupt_ends(clock: RunClock) -> Iterator[None]:
+    """While the block runs, a first ^C (SIGINT) ends the run as its deadline does; a second one is the
+    usual KeyboardInterrupt. Outside the main thread (no signals there), or where SIGINT is ignored (a
+    background job of a shell, ``nohup``), nothing changes."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        yield
+        return
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        clock.interrupted = True
+        signal.signal(signal.SIGINT, previous)
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is on_interrupt:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _drain(settings: RunSettings, reducer: Reducer, clock: RunClock, status: StatusLines) -> None:
+    """Once the workers are gone, give the reducer the jobs left and time to store them: none after ^C or
+    while it is still starting (what it has not stored is then stored as found at once),
+    :data:`DRAIN_SECONDS` after a deadline (its minimization in flight stops there itself), else its
+    minimization time for each job; the wait is said."""
+    deadline = clock.deadline()
+    if not clock.interrupted:
+        reducer.submit_new(deadline)
+    if clock.interrupted or (deadline is not None and not reducer.progress.reducer_ready):
+        wait = 0.0
+    else:
+        wait = DRAIN_SECONDS if deadline is not None else settings.minimize_seconds * (len(reducer.sent) + 1)
+    unstored = [sig for sig, _ in reducer.progress.first_raw_bundles()
+                if not (settings.crashes / sig / "verdict.json").exists()]
+    if unstored and wait:
+        status.say(f"storing {plural(len(unstored), 'finding')}: waiting {wait:.0f}s at most for the reducer")
+    reducer.finish(wait)
+
+
+class StatusLines:
+    """What the supervisor prints while a run goes on: the status line when its figures change (at most
+    every :data:`STATUS_EVERY_S`; unchanged, every :data:`HEARTBEAT_S`), one line per new signature,
+    and what the supervisor does itself, each under the run's elapsed seconds."""
+
+    def __init__(self, progress: Progress, out: IO[str]):
+        self.progress, self.out = progress, out
+        self.shown: str | None = None
+        self.shown_at = -math.inf
+
+    def say(self, text: str) -> None:
+        print(f"[{time.monotonic() - self.progress.started:6.0f}s] {text}", file=self.out, flush=True)
+
+    def announce(self) -> None:
+        for line in self.progress.take_announcements():
+            print(line, file=self.out, flush=True)
+
+    def tick(self, final: bool = False) -> None:
+        now, status = time.monotonic(), self.progress.status()
+        every = STATUS_EVERY_S if status != self.shown else HEARTBEAT_S
+        if now - self.shown_at >= every or (final and status != self.shown):
+            self.say(status)
+            self.shown, self.shown_at = status, now
+
+
+def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.stderr, *,
+                from_first_verdict: bool = False, stop_by: float | None = None) -> ExitCode:
+    """Fuzz under ``settings`` until the run's clock (:class:`RunClock`) stops it, then store what was found.
+
+    What the user sees on ``out``: a status line when its figures change (every 2 s at most, every 10 s at
+    least), one line per new signature, and a line saying why and how the run stops."""
+    clock = RunClock(progress, settings.max_time, from_first_verdict, stop_by)
     for root in (settings.crashes, settings.corpus):
         sweep_leftovers(root)  # what a killed earlier run left half-written
     dirs = corpus_dirs(settings)
@@ -208,12 +324,14 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
     procs: dict[int, tuple[subprocess.Popen[str] | WarmWorker, threading.Thread, list[str]]] = {}
     restarts = 0
     reducer = Reducer(settings, progress)
+    status = StatusLines(progress, out)
 
     def start(i: int) -> None:
         flags = [*DEFAULT_FLAGS, *RUN_LIMITS, f"-seed={settings.seed + i + 1000 * restarts}",
                  f"-artifact_prefix={raw}/"]
-        if deadline:
-            flags.append(f"-max_total_time={max(int(deadline - time.time()), 1)}")
+        limit = clock.worker_limit()
+        if limit:
+            flags.append(f"-max_total_time={limit}")
         if settings.runs:
             flags.append(f"-runs={settings.runs}")
         args = [*flags, *settings.libfuzzer, *dirs]
@@ -227,47 +345,58 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
         thread.start()
         procs[i] = (proc, thread, log)
 
-    for i in range(settings.jobs):
-        start(i)
-    last_print = 0.0
-    while procs:
-        time.sleep(0.5)
-        if deadline is not None and time.time() >= deadline:
-            stop_at_deadline([proc for proc, _, _ in procs.values()])
-        reducer.submit_new()
-        for line in progress.take_announcements():
-            print(line, file=out, flush=True)
-        for i, (proc, thread, log) in list(procs.items()):
-            if proc.poll() is None:
-                continue
-            thread.join(timeout=5)
-            del procs[i]
-            stopped = deadline is not None and time.time() >= deadline  # by stop_at_deadline, not a death
-            if stopped or ended_normally(proc.returncode, log):
-                continue
-            progress.worker_crashes += 1
-            how = describe_exit(proc.returncode)
-            sig = store_death(worker_dirs.claim(i), proc.returncode, log, settings, progress)
-            with open(crashes / "harness-crashes.log", "a") as f:
-                f.write(f"--- worker {i} {how}" + (f" on the input stored as {sig}" if sig else "") + "\n"
-                        + "".join(log[-40:]))
-            if (deadline is None or time.time() < deadline - 5) and not settings.runs:
-                restarts += 1
-                print(f"gdnfuzz: worker {i} {how}; restarting", file=out)
+    with interrupt_ends(clock):
+        try:
+            for i in range(settings.jobs):
                 start(i)
-            else:
-                print("".join(log[-20:]), file=out)
-        if time.time() - last_print >= 2 or not procs:
-            print(progress.line(), file=out, flush=True)
-            last_print = time.time()
-    worker_dirs.release()
-    reducer.submit_new()
-    reducer.finish(DRAIN_SECONDS if deadline is not None else settings.minimize_seconds * (len(reducer.sent) + 1))
+            stopping = False
+            while procs:
+                time.sleep(0.5)
+                deadline = clock.deadline()
+                if not stopping and deadline is not None and time.time() >= deadline:
+                    stopping = True
+                    progress.stop(clock.interrupted)
+                    status.say(f"{'interrupted' if clock.interrupted else 'time is up'}: stopping "
+                               f"{plural(len(procs), 'worker')}" + ("; ^C again to quit at once" if clock.interrupted
+                                                                    else ""))
+                    stop_at_deadline([proc for proc, _, _ in procs.values()])
+                if not clock.interrupted:
+                    reducer.submit_new(deadline)
+                status.announce()
+                for i, (proc, thread, log) in list(procs.items()):
+                    if proc.poll() is None:
+                        continue
+                    thread.join(timeout=5)
+                    del procs[i]
+                    progress.retire(i)
+                    if stopping or ended_normally(proc.returncode, log):
+                        continue
+                    progress.worker_crashes += 1
+                    how = describe_exit(proc.returncode)
+                    sig = store_death(worker_dirs.claim(i), proc.returncode, log, settings, progress)
+                    with open(crashes / "harness-crashes.log", "a") as f:
+                        f.write(f"--- worker {i} {how}" + (f" on the input stored as {sig}" if sig else "") + "\n"
+                                + "".join(log[-40:]))
+                    if (deadline is None or time.time() < deadline - 5) and not settings.runs:
+                        restarts += 1
+                        status.say(f"worker {i} {how}; restarting")
+                        start(i)
+                    else:
+                        print("".join(log[-20:]), file=out)
+                status.tick(final=not procs)
+            if not stopping:
+                progress.stop(False)
+            worker_dirs.release()
+            _drain(settings, reducer, clock, status)
+        finally:
+            for proc, _, _ in procs.values():  # a second ^C: no worker outlives the run
+                if proc.poll() is None:
+                    proc.kill()
+            reducer.kill()
     for sig, raw_bundle in progress.first_raw_bundles():
         if not (crashes / sig / "verdict.json").exists():  # the reducer did not reach it in time
             stored = store_as_found(Path(raw_bundle), crashes, settings.regressions)
             progress.feed(-1, f"{SAVED_LINE} {sig} {stored}")
-    for line in progress.take_announcements():
-        print(line, file=out, flush=True)
+    status.announce()
     sync_signature_counts(crashes, progress.signatures())
     return progress.exit_code()

@@ -9,14 +9,21 @@ Invariants:
   (``both-side-*``, ``reference-side-*``: the base build has the bug, as ClusterFuzzLite's
   code-change mode skips crashes that reproduce on the base); the others are reported as known.
 - The replay phase judges every corpus file under the candidate and the reference on the sim tier,
-  the same verdict ``gdnfuzz replay`` gives.
+  the same verdict ``gdnfuzz replay`` gives, and says each file as it is done.
+- Fuzzing time is counted from the first verdict (start-up, a worker's vLLM import and a whole-branch
+  candidate's process, spends none of it), and nothing
+  runs past the overall time bound: a replay in flight there is cut (:func:`time_bound`) and it and the
+  files after it are reported as not judged; fuzzing stops there too.
 """
 
 from __future__ import annotations
 
 import shutil
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +34,7 @@ from fuzz.model.scenario import load_scenario
 from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import replay_argv
 from fuzz.oracle.verdict import FailOn, finding_signature
+from fuzz.plural import plural
 from fuzz.report.ci_report import Case
 from fuzz.search.libfuzzer import Progress
 from fuzz.search.settings import COMMITTED_DIRS, RunSettings
@@ -68,20 +76,72 @@ def corpus_files(corpus: Path, skipped: Callable[[Path, str], None]) -> list[Pat
     return sorted(p for d in COMMITTED_DIRS if (corpus / d).is_dir() for p in json_files(corpus / d, skipped))
 
 
-def replay_corpus(files: list[Path], candidate: Policy, reference: Policy, fail_on: FailOn) -> list[Case]:
-    cases = []
-    for path in files:
-        scenario, _ = load_scenario(path)  # a malformed file is an input error naming it
-        start = time.monotonic()
-        try:
-            replayed = replay(scenario, candidate, reference, "sim")
-        except ConfigRejected as exc:
-            raise ConfigRejected(f"{path}: {exc}") from None
-        sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
-        cases.append(Case(str(path), "replay", sig, str(replayed.verdict.status), replayed.verdict.summary,
-                          time.monotonic() - start, replay_argv(str(path), candidate.spec, reference.spec, "sim",
-                                                                fail_on)))
-    return cases
+class TimeBoundReached(BaseException):
+    """The overall time bound passed (raised in the main thread by :func:`time_bound`, wherever it was)."""
+
+
+@contextmanager
+def time_bound(until: float) -> Iterator[None]:
+    """Raise :class:`TimeBoundReached` in the main thread at ``until`` (seconds since the epoch) if the block
+    still runs then: a replay waiting on a candidate that hangs is cut there, not at its own deadline.
+    ``SIGALRM`` is free in this process (libFuzzer, which owns it, runs in the harness workers). Off the
+    main thread (signals reach only the main thread) it bounds nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise TimeBoundReached
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, max(until - time.time(), 0.001))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def case_name(path: Path, corpus: Path) -> str:
+    """A corpus file's name in the reports: its path from the corpus root's own name
+    (``corpus/regressions/x.json``), the same wherever the corpus is installed."""
+    return (Path(corpus.resolve().name) / path.relative_to(corpus)).as_posix()
+
+
+def replay_corpus(files: list[Path], corpus: Path, candidate: Policy, reference: Policy, fail_on: FailOn,
+                  until: float, said: Callable[[str], None]) -> list[Case]:
+    """One case per corpus file, replayed under ``candidate`` and ``reference`` on the sim tier, each said
+    (``said``) as it is done. At ``until`` (the overall time bound) the file in flight and those after it
+    are cases with a ``problem`` instead of a verdict."""
+    cases: list[Case] = []
+    try:
+        with time_bound(until):
+            for path in files:
+                cases.append(_replay_one(path, corpus, candidate, reference, fail_on))
+                if time.time() >= until:  # a bound that landed in a policy call was taken for its fault
+                    cases.pop()
+                    break
+                said(f"replayed {len(cases)}/{len(files)} {cases[-1].name}: {cases[-1].signature} "
+                     f"({cases[-1].seconds:.1f}s)")
+    except TimeBoundReached:
+        pass
+    left = files[len(cases):]
+    if left:
+        said(f"the time bound was reached: {plural(len(left), 'corpus file')} not judged")
+    return cases + [Case(case_name(p, corpus), "replay", "clean", "not judged", "", 0.0,
+                         problem="not judged: the overall time bound (--max-time) was reached first") for p in left]
+
+
+def _replay_one(path: Path, corpus: Path, candidate: Policy, reference: Policy, fail_on: FailOn) -> Case:
+    scenario, _ = load_scenario(path)  # a malformed file is an input error naming it
+    start = time.monotonic()
+    try:
+        replayed = replay(scenario, candidate, reference, "sim")
+    except ConfigRejected as exc:
+        raise ConfigRejected(f"{path}: {exc}") from None
+    sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
+    return Case(case_name(path, corpus), "replay", sig, str(replayed.verdict.status), replayed.verdict.summary,
+                time.monotonic() - start, replay_argv(str(path), candidate.spec, reference.spec, "sim", fail_on))
 
 
 def prepare_fuzz_corpus(committed: Path, paths: CiPaths) -> None:
@@ -100,14 +160,16 @@ def _not_regular(directory: str, names: list[str]) -> list[str]:
 
 
 def fuzz(committed: Path, paths: CiPaths, candidate: Policy, reference: Policy, seconds: int, jobs: int, seed: int,
-         fail_on: FailOn, minimize_seconds: float) -> tuple[list[Case], Progress]:
-    """Coverage-guided fuzzing for ``seconds`` (``fuzz.search.supervisor``); one case per signature found."""
+         fail_on: FailOn, minimize_seconds: float, until: float) -> tuple[list[Case], Progress]:
+    """Coverage-guided fuzzing (``fuzz.search.supervisor``) for ``seconds`` counted from the first verdict
+    (start-up spends none of them), stopped at ``until`` (the overall bound) in any case; one case per
+    signature found."""
     prepare_fuzz_corpus(committed, paths)
     settings = RunSettings(candidate=candidate.spec, reference=reference.spec, fail_on=fail_on, max_time=seconds,
                            seed=seed, jobs=jobs, minimize_seconds=minimize_seconds, corpus=paths.corpus,
                            crashes=paths.crashes, write_regressions=False)
     progress = Progress()
-    run_workers(settings, progress)
+    run_workers(settings, progress, from_first_verdict=True, stop_by=until)
     cases: dict[str, Case] = {}
     for at, sig, bundle in sorted(progress.findings):
         scenario = str(Path(bundle) / "scenario.json")

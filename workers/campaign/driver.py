@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from fuzz.errors import StorageError, ToolError
+from fuzz.plural import plural
 from fuzz.store.atomic import sweep_leftovers
 from fuzz.store.corpus_merge import list_inputs
 from fuzz.store.stats import CAMPAIGN, CLUSTER, StatsRow
@@ -217,7 +218,8 @@ class Campaign:
                                                                  **verifier_resources).remote(
                 name, self.config, store)
         where = "embedded local Ray" if self.settings.address == LOCAL else f"Ray at {self.settings.address}"
-        print(f"gdnfuzz campaign: {where}: {self.config.fuzzers} fuzzers, {self.config.verifiers} verifiers "
+        print(f"gdnfuzz campaign: {where}: {plural(self.config.fuzzers, 'fuzzer')}, "
+              f"{plural(self.config.verifiers, 'verifier')} "
               f"({'GPU' if gpus else 'CPU'}), {share} CPU each, {self.config.run.max_time:.0f}s", file=self.out,
               flush=True)
 

@@ -96,7 +96,8 @@ class EngineExecutor(BaseExecutor):
         ours, theirs = socket.socketpair()
         env = {**os.environ, **CHILD_ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         self._child = subprocess.Popen(
-            python_command("-c", f"from workers.engine.executor import serve; serve({theirs.fileno()})"),
+            python_command("-c", "from fuzz.verbosity import follow_environment; follow_environment(); "
+                                 f"from workers.engine.executor import serve; serve({theirs.fileno()})"),
             pass_fds=[theirs.fileno()], env=env, cwd=os.getcwd())  # policy paths as the user gave them
         theirs.close()
         self._conn = Connection(ours.detach())

@@ -153,7 +153,7 @@ def build_engine(key: EngineKey) -> Any:
         model=str(tiny_model_dir()), skip_tokenizer_init=True, dtype="bfloat16", enforce_eager=True, seed=0,
         max_model_len=MAX_CONTEXT, max_num_batched_tokens=ENGINE_MAX_BATCHED, max_num_seqs=ENGINE_MAX_SEQS,
         enable_chunked_prefill=True, async_scheduling=False, scheduler_cls=GdnfuzzScheduler,
-        enable_prefix_caching=key.args is not None, **args)
+        enable_prefix_caching=key.args is not None, use_tqdm_on_load=False, **args)
     if key.args is not None:
         kwargs["mamba_cache_mode"] = "align"
     if args.get("speculative_config"):

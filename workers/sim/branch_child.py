@@ -25,6 +25,7 @@ from fuzz.errors import ConfigRejected
 from fuzz.model.checkout import overlay_modules
 from fuzz.model.scenario import Scenario
 from fuzz.sandbox.channel import serve
+from fuzz.verbosity import follow_environment
 from workers.sim.branch import BranchError
 
 
@@ -61,6 +62,7 @@ def _import_branch(finder: CheckoutFinder) -> None:
 def main(fd: int, checkout: str) -> None:
     """Overlay the checkout, load the branch (its failure is the ready line), then run scenarios until EOF."""
     sys.dont_write_bytecode = True
+    follow_environment()  # the parent's vLLM log level, before the branch's vLLM is imported
     finder = CheckoutFinder(Path(checkout))
     sys.meta_path.insert(0, finder)
     runner: dict[str, Any] = {}
