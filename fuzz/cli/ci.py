@@ -32,11 +32,14 @@ from fuzz import package_version
 from fuzz.cli.options import add_fail_on_arg
 from fuzz.errors import ExitCode, InputError, ToolError
 from fuzz.model.checkout import BRANCH_PREFIX, CHECKOUT_SCHEDULER_SPLIT
-from fuzz.model.policies import Policy, PolicyError, resolve_policy, runs_elsewhere
+from fuzz.model.policies import Policy, PolicyError, not_loaded, resolve_policy
+from fuzz.model.revision import is_ancestor
 from fuzz.report.ci_report import Case, CiReport, mark_new
 from fuzz.report.junit import render_junit
 from fuzz.report.sarif import render_sarif
 from fuzz.report.summary import render_summary
+from fuzz.sandbox.containment import adopt_orphans
+from fuzz.sandbox.scope import stop_children
 from fuzz.store.atomic import atomic_write
 from fuzz.triage.baseline import read_baseline
 from fuzz.triage.ci import CiPaths, corpus_files, fuzz, replay_corpus
@@ -77,6 +80,7 @@ def _baseline(args: argparse.Namespace) -> tuple[set[str], str, str | None]:
 def cmd_ci(args: argparse.Namespace) -> int:
     from workers.sim.fidelity import STRICT_ENV
 
+    adopt_orphans()  # a worker's sandbox keepers, once its fork server is gone, wait here to be seen to end
     if args.strict:
         os.environ[STRICT_ENV] = "1"  # this process and every harness worker refuse an unchecked mirror
     paths = CiPaths(Path(args.out))
@@ -106,6 +110,9 @@ def _code_change(args: argparse.Namespace, paths: CiPaths) -> int:
     files = _corpus(args)
     try:
         base = checkout_base(Path(args.checkout), args.base, paths.out / "base", mode)
+        if args.base is not None and not is_ancestor(Path(args.checkout), base.sha, "HEAD"):
+            print(f"gdnfuzz ci: warning: --base {args.base} ({base.sha[:12]}) is not an ancestor of HEAD in "
+                  f"{args.checkout}: the PR is judged against code it does not build on", file=sys.stderr)
         candidate = candidate_policy(spec)
         ensure_loads(base.policy, "base", files)
         ensure_loads(candidate, "candidate", files)
@@ -147,7 +154,7 @@ def _check(args: argparse.Namespace, paths: CiPaths, report: CiReport, files: li
 
 def _unloaded(spec: str, typed: str) -> Policy:
     """A stand-in for a side that could not be loaded, so the reports can still name it."""
-    return Policy(spec, spec, runs_elsewhere(spec), "not loaded", source=(_source_file(typed), 1))
+    return Policy(spec, spec, not_loaded(spec), "not loaded", source=(_source_file(typed), 1))
 
 
 def _source_file(candidate: str) -> str:
@@ -157,7 +164,9 @@ def _source_file(candidate: str) -> str:
 
 
 def _write_reports(args: argparse.Namespace, paths: CiPaths, report: CiReport) -> None:
-    """JUnit, SARIF and the summary under ``--out``, the summary printed too."""
+    """JUnit, SARIF and the summary under ``--out``, the summary printed too; written once every process a
+    candidate started is gone (``fuzz.sandbox.scope.stop_children``), so none can rewrite them."""
+    stop_children()
     mark_new(report)
     paths.out.mkdir(parents=True, exist_ok=True)
     checkout = Path((args.candidate or args.checkout).removeprefix(BRANCH_PREFIX))

@@ -38,6 +38,7 @@ from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
 from fuzz.oracle.verdict import finding_signature
 from fuzz.report.finding_report import store_finding
+from fuzz.sandbox.scope import ambient
 from fuzz.search.coverage import Probes, instrument
 from fuzz.search.in_flight import InFlight
 from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE, STARTING_LINE
@@ -169,6 +170,7 @@ def fuzz_split(argv: list[str], settings: RunSettings, probes: Probes) -> None:
     """Fuzz the split target with ``probes`` counting vLLM's coverage; libFuzzer ends the process."""
     import atheris
 
+    ambient()  # a user's candidate (or reference) loads and answers in a sandbox child of this worker
     target = FuzzTarget(settings)
     settle_heap()
     starting("loading the corpus")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from fuzz.reduce.minimize import minimize_raw_bundle
 from fuzz.report.finding_report import store_finding
+from fuzz.sandbox.scope import ambient
 from fuzz.search.libfuzzer import SAVED_LINE
 from fuzz.search.settings import RunSettings
 
@@ -37,6 +38,7 @@ def reduce_one(sig: str, raw: Path, settings: RunSettings, seconds: float) -> Pa
 
 
 def main() -> None:
+    ambient()  # a user's candidate loads and answers in a sandbox child, never beside the minimizer's judge
     settings = RunSettings.from_env()
     for line in sys.stdin:
         sig, raw = line.split(maxsplit=1)
