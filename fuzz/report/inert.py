@@ -5,7 +5,8 @@ A bundle travels: it is attached to public issues, and its fields (a summary, a 
 a scenario's notes, a report, a test file) are whatever the file says. Invariants:
 - :func:`text`: no ``<`` or ``>`` (so no tag, no ``<!-- -->`` comment that could hide what follows or
   fake gdnfuzz's own dedup marker), no ``&`` that would start an entity, no ``@`` that would mention
-  someone, one line, at most :data:`MAX_FIELD` characters;
+  someone, no backtick that could open a code fence (and let a later fence of ours close it), one line,
+  at most :data:`MAX_FIELD` characters;
 - :func:`code` and :func:`block`: a code span or fence longer than any run of backticks in the content,
   so nothing inside can close it (GitHub renders neither HTML nor mentions in code);
 - :func:`title_text`: a plain-text title (GitHub does not render titles) with no mention and no angle
@@ -27,7 +28,8 @@ def text(value: Any) -> str:
     flat = " ".join(str(value).split())
     if len(flat) > MAX_FIELD:
         flat = flat[:MAX_FIELD] + " …"
-    return flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("@", "&#64;")
+    return (flat.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("@", "&#64;")
+            .replace("`", "&#96;"))
 
 
 def _fence_for(content: str, minimum: int) -> str:
