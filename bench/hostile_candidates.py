@@ -73,6 +73,7 @@ from hostile_fixtures import (  # noqa: E402
 from lifecycle_fixtures import real_bundle  # noqa: E402
 
 from fuzz.model.policies import _pre_51113_split  # noqa: E402
+from fuzz.sandbox.containment import process_table  # noqa: E402
 from fuzz.sandbox.scope import ambient  # noqa: E402
 
 ACTS = {"exit": EXITS, "loop": SWALLOWS}
@@ -303,20 +304,14 @@ def escape_ci(checkout: Path, work: Path, timeout: float) -> tuple[str, float, s
                                        "--fuzz-time", "0", "--out", str(out), "--no-strict"], timeout)
     time.sleep(10)  # the daemon's rewrite would have happened by now
     rewritten = [n for n in ("summary.md", "junit.xml") if (out / n).is_file() and "rewritten" in (out / n).read_text()]
-    alive = [p.parent.name for p in Path("/proc").glob("[0-9]*/comm") if _read(p).strip() == "gdnfuzz-evil"]
+    alive = [pid for pid, (_, state, name) in process_table().items()
+             if name == "gdnfuzz-evil" and state not in ("Z", "X")]
     for pid in alive:
         with contextlib.suppress(OSError):
-            os.kill(int(pid), 9)
+            os.kill(pid, 9)
     return code, took, (f"outside file {'WRITTEN' if outside.exists() else 'not written'}; reports "
                         f"{'REWRITTEN: ' + ', '.join(rewritten) if rewritten else 'intact'}; daemon "
                         f"{'ALIVE' if alive else 'gone'}")
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
 
 
 ESCAPE_CASES: dict[str, Callable[[Path, Path, float], tuple[str, float, str]]] = {

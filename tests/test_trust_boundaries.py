@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from lifecycle_fixtures import real_bundle
 from fuzz.cli import main
 from fuzz.model.policies import PolicyError, resolve_policy
 from fuzz.report.issue import MAX_BODY, issue_body, issue_title
-from fuzz.sandbox.containment import describe, landlock_abi
+from fuzz.sandbox.containment import describe, landlock_abi, process_table
 from fuzz.sandbox.scope import deciding
 from fuzz.store.bundle import load_bundle
 
@@ -165,7 +166,8 @@ def test_a_sandboxed_split_reads_the_scheduler_and_keeps_its_writes_to_itself(tm
         "    self.noted = getattr(self, 'noted', 0) + 1\n"  # kept in the child, for this scheduler's life
         "    request.num_tokens = -5\n"  # a write to the request changes nothing in the deciding process
         "    try:\n        self.reset()\n    except TypeError:\n        called = 0\n"
-        "    try:\n        self.__class__\n    except AttributeError:\n        dunder = 0\n"
+        # asked directly (a candidate can reach its view's channel): the deciding process reads no dunder
+        "    dunder = int('missing' not in self._View__ask({'get': ['self', ['a', '__class__']]}))\n"
         "    return self.deep.value + self.noted + request.num_tokens + called + dunder\n")
 
     class Deep:
@@ -213,22 +215,26 @@ def test_a_candidate_writes_only_its_scratch_and_nothing_it_started_outlives_its
     os.environ["GITHUB_TOKEN"] = "not for candidates"
     with deciding():
         got = resolve_policy(f"{path}:split").split(None, None, 1)
-        assert _daemons() != []  # the double-forked, setsid daemon is running
+        assert _eventually(lambda: _daemons() != [])  # the double-forked, setsid daemon is running
     assert got == (1 if landlock_abi() else 11)  # its scratch written; outside only where there is no Landlock
     assert not outside.exists() or not landlock_abi()
     assert _daemons() == []  # the scope's close killed it, through the keeper
     assert "Landlock" in describe()
 
 
-def _daemons() -> list[str]:
-    found = []
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if comm.read_text().strip() == "gdnfuzz-t-dmn":
-                found.append(comm.parent.name)
-        except OSError:
-            pass
-    return found
+def _eventually(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
+    end = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _daemons() -> list[int]:
+    """The test's daemons still alive (a zombie, killed and not yet reaped by init, is not)."""
+    return [pid for pid, (_, state, name) in process_table().items()
+            if name == "gdnfuzz-t-dmn" and state not in ("Z", "X")]
 
 
 @pytest.mark.slow
