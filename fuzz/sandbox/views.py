@@ -32,7 +32,6 @@ import enum
 import functools
 import importlib
 import itertools
-import json
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -57,7 +56,13 @@ Step = list[Any]  # ["a", attribute name] or ["i", item key]
 
 
 def path_key(root: str, steps: list[Step]) -> str:
-    return json.dumps([root, *steps])
+    """A read path as a key (``self.cache_config.block_size``, ``request.prompt_token_ids[3]``): an attribute
+    name holds neither ``.`` nor ``[``, an item's key is written as its ``repr``."""
+    return root + "".join(f".{key}" if kind == "a" else f"[{key!r}]" for kind, key in steps)
+
+
+SNAPSHOT_PATHS = [(root, [["a", n] for n in names], path_key(root, [["a", n] for n in names]))
+                  for root, names in SNAPSHOT]
 
 
 # ---------------------------------------------------------------- the deciding process's side
@@ -135,11 +140,10 @@ def _forget(key: int, _: Any) -> None:
 def snapshot(roots: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """What vLLM's split reads of ``roots`` (``self``, ``request``), sent with the call."""
     known = {}
-    for root, names in SNAPSHOT:
-        steps: list[Step] = [["a", n] for n in names]
+    for root, steps, key in SNAPSHOT_PATHS:
         got = _read(roots, root, steps)
         if "missing" not in got:
-            known[path_key(root, steps)] = got
+            known[key] = got
     return known
 
 
