@@ -15,7 +15,8 @@ Invariants:
   is :class:`ChildBroken`; a child may ask the parent questions in the middle of a request
   (``{"ask": ...}``), which the caller's ``answer`` answers, within the same bound;
 - the child's stdout is the parent's stderr (what the code it runs prints never mixes with the
-  parent's output), and its stdin is empty;
+  parent's output), or nowhere in a process whose stderr is read by another (:func:`quiet_children`), and
+  its stdin is empty;
 - a child is contained (``fuzz.sandbox.containment``): a keeper in a session of its own runs it in a
   restricted runner, with a scratch directory of its own; stopping a child (:meth:`JsonChild.close`,
   :meth:`JsonChild.kill`) returns only once the keeper has killed everything the child started (a
@@ -121,8 +122,9 @@ class JsonChild:
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
         return subprocess.Popen(
             python_command("-m", CONTAINED, str(scratch), self.module, str(theirs.fileno()), *self.args),
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=sys.__stderr__.fileno(),
-            env={**os.environ, "PYTHONPATH": path}, cwd=os.getcwd())
+            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL if _quiet else sys.__stderr__.fileno(),
+            stderr=subprocess.DEVNULL if _quiet else None, env={**os.environ, "PYTHONPATH": path}, cwd=os.getcwd())
 
     def call(self, message: dict[str, Any], timeout: float, answer: Asked | None = None) -> dict[str, Any]:
         """Send ``message``; the answer, or :class:`ChildFailed` (the child is then gone). While the child
@@ -221,21 +223,32 @@ class JsonChild:
             proc.wait()
 
 
+_quiet = False
+
+
+def quiet_children() -> None:
+    """From now on, drop what this process's children print (a harness worker's stderr is its supervisor's
+    channel: a candidate's lines must never read as the worker's own)."""
+    global _quiet
+    _quiet = True
+
+
 # What the fork server imports once, so a forked child starts with it: the sandbox child and what the
 # scheduler tier's first run imports (its executor and vLLM's scheduler), by name from the tier registry.
 PRELOAD = ["fuzz.sandbox.child", *REGISTRY[SCHEDULER_TIER].preload]
 
 
 def _forked_main(module: str, channel: socket.socket, args: list[str], env: dict[str, str], cwd: str,
-                 scratch: str) -> None:
-    """A forked child's first code: stdin empty, the parent's environment and working directory as they are
-    now (the fork server's are from when it started), then ``MODULE``'s ``main()`` with the ``argv`` the
-    exec'd child would have, contained (:func:`contained_main`)."""
+                 scratch: str, quiet: bool) -> None:
+    """A forked child's first code: stdin empty (and, ``quiet``, its output dropped), the parent's environment
+    and working directory as they are now (the fork server's are from when it started), then ``MODULE``'s
+    ``main()`` with the ``argv`` the exec'd child would have, contained (:func:`contained_main`)."""
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for target in (0, 1, 2) if quiet else (0,):
+        os.dup2(devnull, target)
     os.close(devnull)
     contained_main(module, channel.detach(), args, Path(scratch))
 
@@ -259,7 +272,7 @@ class ForkedChild:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload(PRELOAD)
         self.process = context.Process(target=_forked_main, daemon=True, args=(
-            module, theirs, args, dict(os.environ), os.getcwd(), str(scratch)))
+            module, theirs, args, dict(os.environ), os.getcwd(), str(scratch), _quiet))
         self.process.start()
         self.pid: int = self.process.pid  # type: ignore[assignment]
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from fuzz.reduce.minimize import minimize_raw_bundle
 from fuzz.report.finding_report import store_finding
+from fuzz.sandbox.channel import quiet_children
 from fuzz.sandbox.scope import ambient
 from fuzz.search.libfuzzer import SAVED_LINE
 from fuzz.search.settings import RunSettings
@@ -38,6 +39,7 @@ def reduce_one(sig: str, raw: Path, settings: RunSettings, seconds: float) -> Pa
 
 
 def main() -> None:
+    quiet_children()  # this process's output is the supervisor's channel
     ambient()  # a user's candidate loads and answers in a sandbox child, never beside the minimizer's judge
     settings = RunSettings.from_env()
     for line in sys.stdin:
