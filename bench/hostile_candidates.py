@@ -16,7 +16,8 @@ REWRITTEN, ALIVE or NEGATIVE is a broken boundary):
   relative inside the bundle) that leaves a marker when imported: ``export-test``, ``confirm``,
   ``verify-fixed``;
 - ``escape``: a split-only checkout whose split writes a file outside every output directory and starts
-  a ``setsid`` daemon that rewrites ``ci``'s reports to "passed" 6 s later; checked 10 s after ``ci`` exits;
+  a ``setsid`` daemon that rewrites ``ci``'s reports to "passed" 3 s after they appear; checked 10 s after
+  ``ci`` exits;
 - ``warm``: a warm server started with ``PYTHONPATH=B`` and a run with ``PYTHONPATH=A`` (another module
   of the same name); a server killed 15 s into a run of a correct candidate.
 
@@ -284,7 +285,9 @@ def split(self, request, num_new_tokens, num_new_local_computed_tokens=0, num_ex
             if os.fork() == 0:
                 import ctypes
                 ctypes.CDLL(None).prctl(15, b"gdnfuzz-evil", 0, 0, 0)
-                time.sleep(6)
+                while not pathlib.Path({out!r}, "summary.md").exists():
+                    time.sleep(0.2)
+                time.sleep(3)  # ci has written its reports and exited by now
                 for name in ("summary.md", "junit.xml"):
                     try:
                         pathlib.Path({out!r}, name).write_text("passed (rewritten by the candidate's daemon)")
@@ -297,7 +300,7 @@ def split(self, request, num_new_tokens, num_new_local_computed_tokens=0, num_ex
 
 def escape_ci(checkout: Path, work: Path, timeout: float) -> tuple[str, float, str]:
     """A split-only checkout whose split, on its first call, writes a file outside every output directory and
-    starts a setsid daemon that rewrites ci's reports to "passed" 6 s later."""
+    starts a setsid daemon that rewrites ci's reports to "passed" 3 s after they appear."""
     out, outside = work / "out", work / "outside-written"
     candidate = make_checkout(work / "candidate")
     source = ESCAPING.format(outside=str(outside), out=str(out))

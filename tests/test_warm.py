@@ -172,3 +172,28 @@ def test_a_server_whose_imported_file_changed_refuses_and_stops_serving(tmp_path
     os.utime(module, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
     assert server._refusal(_fork(_request_env())) == f"{module} changed since it was imported"
     assert not server.serving and not (tmp_path / "warm.sock").exists()  # the next run and `warm` start fresh
+
+
+def test_a_worker_whose_server_went_away_is_lost_and_killed_never_taken_for_its_own_end():
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    try:
+        forked = warm.WarmWorker(ours, worker.pid, open(os.devnull))
+        assert forked.poll() is None and not forked.lost
+        theirs.close()  # the server died: no exit status will come
+        assert forked.wait(timeout=30) == -9 and forked.lost
+        assert worker.wait(timeout=30) == -9  # it took the worker along (its process group)
+    finally:
+        worker.kill()
+        worker.wait()
+
+
+def test_start_up_phases_are_the_first_starts_only():
+    from fuzz.search.libfuzzer import Progress
+
+    progress = Progress()
+    progress.phases = [(1.0, 0, "forked from the warm server"), (1.5, 0, "loading the corpus"),
+                       (40.0, 0, "importing vLLM's scheduling code"), (45.0, 0, "loading the corpus")]
+    progress.first_input = 2.0  # the worker's first start ran its first input; a cold restart followed
+    assert progress.startup() == ("interpreter and gdnfuzz 1.0s, forked from the warm server 0.5s, "
+                                  "loading the corpus 0.5s")

@@ -24,7 +24,9 @@ Invariants:
 - a child is either a fresh interpreter (``python -m fuzz.sandbox.channel ... MODULE``: nothing imported
   before the module decides but gdnfuzz's own model, as whole-branch mode needs) or, with ``forked=True``,
   forked from this process's multiprocessing fork server that has :data:`PRELOAD` (vLLM's scheduler among
-  it) imported already: the same program, without one vLLM import per child.
+  it) imported already: the same program, without one vLLM import per child; in a process that has
+  vLLM's scheduling code imported already and starts no threads of its own before it (a harness
+  worker, :func:`fork_here`), forked from the process itself, without even the fork server's import.
 """
 
 from __future__ import annotations
@@ -224,6 +226,15 @@ class JsonChild:
 
 
 _quiet = False
+_fork_here = False
+
+
+def fork_here() -> None:
+    """From now on, fork sandbox children from this process rather than the fork server: for a harness
+    worker, which has vLLM's scheduling code imported (and instrumented) before it loads a candidate, so a
+    child starts without a second import of vLLM (a fork server's is seconds on a loaded machine)."""
+    global _fork_here
+    _fork_here = True
 
 
 def quiet_children() -> None:
@@ -266,11 +277,13 @@ def contained_main(module: str, fd: int, args: list[str], scratch: Path) -> None
 
 
 class ForkedChild:
-    """A child forked by the fork server, with the slice of ``subprocess.Popen`` :class:`JsonChild` uses."""
+    """A child forked by the fork server (or by this process, :func:`fork_here`), with the slice of
+    ``subprocess.Popen`` :class:`JsonChild` uses."""
 
     def __init__(self, module: str, theirs: socket.socket, args: list[str], scratch: Path):
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(PRELOAD)
+        context = multiprocessing.get_context("fork" if _fork_here else "forkserver")
+        if not _fork_here:
+            context.set_forkserver_preload(PRELOAD)
         self.process = context.Process(target=_forked_main, daemon=True, args=(
             module, theirs, args, dict(os.environ), os.getcwd(), str(scratch), _quiet))
         self.process.start()
