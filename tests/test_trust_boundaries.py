@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -195,9 +196,17 @@ def test_a_sandboxed_split_reads_the_scheduler_and_keeps_its_writes_to_itself(tm
 def test_a_candidate_writes_only_its_scratch_and_nothing_it_started_outlives_its_scope(tmp_path):
     path = tmp_path / "escapes.py"
     outside = tmp_path / "outside-written"
+    listener = socket.socket(socket.AF_UNIX)  # a server of the deciding process's user, as a fork server is
+    listener.bind(str(tmp_path / "server.sock"))
+    listener.listen(1)
     path.write_text(
-        "import os, pathlib, time, ctypes\n"
+        "import os, pathlib, time, ctypes, socket\n"
         "def split(self, request, n, a=0, b=0):\n"
+        "    try:\n"
+        f"        socket.socket(socket.AF_UNIX).connect({str(tmp_path / 'server.sock')!r})\n"
+        "        return 1000\n"
+        "    except OSError:\n"
+        "        pass\n"
         "    try:\n"
         f"        pathlib.Path({str(outside)!r}).write_text('x')\n"
         "        wrote_outside = 1\n"
@@ -216,7 +225,8 @@ def test_a_candidate_writes_only_its_scratch_and_nothing_it_started_outlives_its
     with deciding():
         got = resolve_policy(f"{path}:split").split(None, None, 1)
         assert _eventually(lambda: _daemons() != [])  # the double-forked, setsid daemon is running
-    assert got == (1 if landlock_abi() else 11)  # its scratch written; outside only where there is no Landlock
+    listener.close()
+    assert got == (1 if landlock_abi() else 11)  # no connection, its scratch written; outside only without Landlock
     assert not outside.exists() or not landlock_abi()
     assert _daemons() == []  # the scope's close killed it, through the keeper
     assert "Landlock" in describe()

@@ -178,7 +178,8 @@ def test_a_worker_whose_server_went_away_is_lost_and_killed_never_taken_for_its_
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
     try:
-        forked = warm.WarmWorker(ours, worker.pid, open(os.devnull))
+        stderr = open(os.devnull)  # noqa: SIM115 - WarmWorker keeps it, as it keeps a pipe's
+        forked = warm.WarmWorker(ours, worker.pid, stderr)
         assert forked.poll() is None and not forked.lost
         theirs.close()  # the server died: no exit status will come
         assert forked.wait(timeout=30) == -9 and forked.lost
@@ -186,6 +187,7 @@ def test_a_worker_whose_server_went_away_is_lost_and_killed_never_taken_for_its_
     finally:
         worker.kill()
         worker.wait()
+        stderr.close()
 
 
 def test_start_up_phases_are_the_first_starts_only():

@@ -16,13 +16,19 @@ When the runner ends, or the keeper is asked to stop, the keeper kills every pro
 runner ended (its exit code, or the same signal), so whoever waits on the keeper learns how the runner
 ended, and learns it only once nothing the candidate started is left.
 
-The runner's restriction is Linux's Landlock (unprivileged; ABI 1 and up, found in the kernel at run
-time): no file may be written, created, removed, renamed or truncated outside its scratch directory
-(``/dev/null`` excepted), and, where the ABI has them, no TCP bind or connect (ABI 4) and no signal
-or abstract Unix socket reaching a process outside its domain (ABI 6: the keeper and the deciding
-process included). Where the kernel has no Landlock, :func:`restrict` says so and the keeper's kill
-remains. The runner's environment loses the variables that carry credentials (:data:`SECRETS`), and its
-home, temporary and cache directories are its scratch directory.
+The runner's restriction, all unprivileged and found in the kernel at run time:
+- Linux's Landlock (ABI 1 and up): no file may be written, created, removed, renamed or truncated
+  outside its scratch directory (``/dev/null`` excepted), and, where the ABI has them, no TCP bind or
+  connect (ABI 4) and no signal or abstract Unix socket reaching a process outside its domain (ABI 6:
+  the keeper and the deciding process included); Landlock also keeps it from tracing, or reading the
+  memory or environment of, any process outside its domain;
+- a seccomp filter (:func:`forbid_new_connections`): no new connection of any kind, so a socket it could
+  find on the machine (a multiprocessing fork server's, the warm server's, another daemon's, whose
+  requests would run code outside the sandbox) is out of its reach; the channel was connected before;
+- no capabilities (:func:`drop_capabilities`: run as root, it keeps uid 0 but not root's powers).
+Where the kernel has none of these, :func:`describe` says so and the keeper's kill remains. The runner's
+environment loses the variables that carry credentials (:data:`SECRETS`), and its home, temporary and
+cache directories are its scratch directory.
 """
 
 from __future__ import annotations
@@ -79,9 +85,11 @@ def describe() -> str:
     abi = landlock_abi()
     if abi == 0:
         return "no Landlock in this kernel: candidates may write anywhere this user may (the keeper's kill remains)"
+
     extra = [what for need, what in ((4, "no TCP"), (6, "no signals or abstract sockets outside")) if abi >= need]
+    filtered = ", no new connections (seccomp), no capabilities" if os.uname().machine in SYSCALLS else ""
     return f"Landlock ABI {abi}: candidates write only under their scratch directory" + \
-        "".join(f", {what}" for what in extra)
+        "".join(f", {what}" for what in extra) + filtered
 
 
 def restrict(scratch: Path) -> int:
@@ -109,6 +117,74 @@ def restrict(scratch: Path) -> int:
     finally:
         os.close(ruleset)
     return abi
+
+
+# ---------------------------------------------------------------- capabilities and seccomp
+
+PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 28, 47, 4
+SECUREBITS_LOCKED_NOROOT = 0x2F  # NOROOT, NO_SETUID_FIXUP and KEEP_CAPS, each with its lock
+CAPABILITY_VERSION_3 = 0x20080522
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SYSCALLS = {  # machine -> (audit arch, capset, connect, sendto, sendmsg, sendmmsg, io_uring_setup)
+    "x86_64": (0xC000003E, 126, 42, 44, 46, 307, 425),
+    "aarch64": (0xC00000B7, 91, 203, 206, 211, 269, 425),
+}
+X32_SYSCALL_BIT = 0x40000000
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def drop_capabilities() -> bool:
+    """Give up every capability for good (root keeps its uid, but file permissions apply to it, and it can
+    no longer load a module, mount, or gain capabilities by exec); False where the kernel refused."""
+    syscalls = SYSCALLS.get(os.uname().machine)
+    if syscalls is None:
+        return False
+    _libc.prctl(PR_SET_SECUREBITS, SECUREBITS_LOCKED_NOROOT, 0, 0, 0)  # needs CAP_SETPCAP: root only
+    for cap in range(64):
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header, data = _CapHeader(CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    return _libc.syscall(syscalls[1], ctypes.byref(header), ctypes.byref(data)) == 0
+
+
+def forbid_new_connections() -> bool:
+    """A seccomp filter: no ``connect``, no ``sendto`` with an address, no ``sendmsg``/``sendmmsg``, no
+    ``io_uring``, no system call of another ABI (each fails with EPERM). The channel, already connected, still
+    works; a socket the process could reach on its own (a fork server's, a warm server's, a daemon's) is
+    out of its reach. Needs no_new_privs (set by :func:`restrict`); False where unsupported."""
+    syscalls = SYSCALLS.get(os.uname().machine)
+    if syscalls is None:
+        return False
+    arch, _, connect, sendto, sendmsg, sendmmsg, io_uring = syscalls
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    denied = (connect, sendmsg, sendmmsg, io_uring)
+    program = [(load, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (load, 0, 0, 0)]
+    program += [(jge, 0, 1, X32_SYSCALL_BIT), (ret, 0, 0, deny)]
+    for nr in denied:
+        program += [(jeq, 0, 1, nr), (ret, 0, 0, deny)]
+    program += [(jeq, 1, 0, sendto), (ret, 0, 0, allow)]
+    # sendto: allowed only without an address (args[4], both halves zero)
+    program += [(load, 0, 0, 16 + 4 * 8), (jeq, 1, 0, 0), (ret, 0, 0, deny), (load, 0, 0, 16 + 4 * 8 + 4),
+                (jeq, 1, 0, 0), (ret, 0, 0, deny), (ret, 0, 0, allow)]
+    filters = (_SockFilter * len(program))(*[_SockFilter(*op) for op in program])
+    fprog = _SockFprog(len(program), filters)
+    return _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) == 0
 
 
 def _allow(ruleset: int, path: Path, rights: int) -> None:
@@ -179,7 +255,9 @@ def _run_restricted(run: Callable[[], None], scratch: Path) -> None:
         env = runner_environment(dict(os.environ), scratch)
         os.environ.clear()
         os.environ.update(env)
+        drop_capabilities()
         restrict(scratch)
+        forbid_new_connections()
         run()
         code = 0
     except SystemExit as exc:
