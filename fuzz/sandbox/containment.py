@@ -228,7 +228,7 @@ def keep(run: Callable[[], None], scratch: Path, close_in_keeper: list[int]) -> 
         os._exit(1)
     runner = os.fork()
     if runner == 0:
-        _run_restricted(run, scratch)
+        _run_restricted(run, scratch, close_in_keeper)
     for fd in close_in_keeper:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -245,10 +245,16 @@ def keep(run: Callable[[], None], scratch: Path, close_in_keeper: list[int]) -> 
     _end_as(status)
 
 
-def _run_restricted(run: Callable[[], None], scratch: Path) -> None:
-    """The runner: default signal handling, its environment and restriction, then ``run``; never returns."""
+def _run_restricted(run: Callable[[], None], scratch: Path, channel: list[int]) -> None:
+    """The runner: default signal handling, no descriptor but its standard streams and ``channel`` (a file
+    its parent had open for writing is not its to write: Landlock checks only what it opens), its
+    environment and restriction, then ``run``; never returns."""
     code = 1
     _libc.prctl(PR_SET_NAME, b"gdnfuzz-runner", 0, 0, 0)
+    kept = sorted({0, 1, 2, *channel})
+    for low, high in zip([-1, *kept], [*kept, os.sysconf("SC_OPEN_MAX")], strict=True):
+        if low + 1 < high:  # an empty range would be every descriptor to CPython's close_range
+            os.closerange(low + 1, high)
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
