@@ -38,7 +38,7 @@ from fuzz.report.ci_report import Case, CiReport, mark_new
 from fuzz.report.junit import render_junit
 from fuzz.report.sarif import render_sarif
 from fuzz.report.summary import render_summary
-from fuzz.sandbox.containment import adopt_orphans
+from fuzz.sandbox.containment import adopting_orphans
 from fuzz.sandbox.scope import stop_children
 from fuzz.store.atomic import atomic_write
 from fuzz.triage.baseline import read_baseline
@@ -78,9 +78,13 @@ def _baseline(args: argparse.Namespace) -> tuple[set[str], str, str | None]:
 
 
 def cmd_ci(args: argparse.Namespace) -> int:
+    with adopting_orphans():  # a worker's sandbox keepers, once its fork server is gone, wait here to be seen to end
+        return _ci(args)
+
+
+def _ci(args: argparse.Namespace) -> int:
     from workers.sim.fidelity import STRICT_ENV
 
-    adopt_orphans()  # a worker's sandbox keepers, once its fork server is gone, wait here to be seen to end
     if args.strict:
         os.environ[STRICT_ENV] = "1"  # this process and every harness worker refuse an unchecked mirror
     paths = CiPaths(Path(args.out))

@@ -23,7 +23,7 @@ from fuzz.cli.options import (
     max_steps_of,
     policies_of,
 )
-from fuzz.sandbox.containment import adopt_orphans
+from fuzz.sandbox.containment import adopting_orphans
 from fuzz.sandbox.scope import stop_children
 from fuzz.search.libfuzzer import Progress
 from fuzz.search.rerun import merge_request
@@ -47,9 +47,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if merge is not None:
         return run_merge(merge, args)
     progress = Progress()
-    adopt_orphans()  # a worker's sandbox keepers, once its fork server is gone, wait here to be seen to end
-    code = run_workers(run_settings(args), progress)
-    stop_children()  # everything a candidate started is gone before the summary is written
+    with adopting_orphans():  # a worker's sandbox keepers, once its fork server is gone, wait here to be seen to end
+        code = run_workers(run_settings(args), progress)
+        stop_children()  # everything a candidate started is gone before the summary is written
     record = run_record(progress, code)
     print(json.dumps(record, sort_keys=True) if args.json else run_summary(record))
     return code

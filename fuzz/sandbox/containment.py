@@ -38,7 +38,7 @@ import ctypes
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
@@ -293,16 +293,22 @@ def kill_subtree() -> None:
         time.sleep(0.01)
 
 
-def adopt_orphans() -> None:
-    """Make this process the subreaper of all it starts: a process below it whose parent ends (a sandbox
-    keeper whose fork server went with its harness worker) is reparented here, not to init, so
-    :func:`settle` can wait for it. For a command that writes its reports once its children are gone."""
+@contextlib.contextmanager
+def adopting_orphans() -> Iterator[None]:
+    """For the block, this process is the subreaper of all it starts: a process below it whose parent ends (a
+    sandbox keeper whose fork server went with its harness worker) is reparented here, not to init, so
+    :func:`settle` can wait for it. For a command that writes its reports once its children are gone;
+    afterwards orphans go to init again (so none waits unreaped in a longer-lived process, a test session)."""
     _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        yield
+    finally:
+        _libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
 def settle(timeout: float = KILL_ROUNDS_S) -> list[int]:
     """Wait up to ``timeout`` seconds for every keeper below this process (a harness worker's, reparented
-    here by :func:`adopt_orphans` once its fork server ended) to end, reaping those that are this process's
+    here by :func:`adopting_orphans` once its fork server ended) to end, reaping those that are this process's
     children now; then kill what is left, keepers and all below them. The pids that had to be killed.
     Only keepers are waited for and reaped: this process's other children stay its own business."""
     me, end = os.getpid(), time.monotonic() + timeout

@@ -130,7 +130,7 @@ def ambient() -> DecidingScope:
 
 def stop_children() -> None:
     """Stop the children of every scope open here, and all they started, then wait for every other keeper
-    below this one (a harness worker's, reparented here by ``fuzz.sandbox.containment.adopt_orphans``) to
+    below this one (a harness worker's, reparented here by ``fuzz.sandbox.containment.adopting_orphans``) to
     end, killing what is left (``settle``): before a command writes what it found, nothing a candidate
     started can still touch it. The next call starts the children again."""
     for scope in [*_ambient, placement.current()]:
