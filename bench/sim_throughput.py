@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 import workers.sim.executor as sim  # noqa: E402
 from fuzz.errors import ConfigRejected  # noqa: E402
 from fuzz.model.policies import resolve_policy  # noqa: E402
+from fuzz.sandbox.scope import ambient  # noqa: E402
 from fuzz.search.generate import random_scenario  # noqa: E402
 from workers.sim.scheduler import ConfigKey, vllm_config_for  # noqa: E402
 
@@ -117,6 +118,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     scenarios = [random_scenario(rng) for _ in range(args.count)]
+    ambient()  # a policy named by path loads and answers in a sandbox child, as it would in gdnfuzz
     policy = resolve_policy(args.policy)
     one_pass("cold", scenarios, policy)[1]()
     warm = [one_pass("warm", scenarios, policy) for _ in range(max(1, args.warm))]

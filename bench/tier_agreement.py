@@ -29,6 +29,7 @@ from fuzz.errors import ConfigRejected  # noqa: E402
 from fuzz.model.policies import resolve_policy  # noqa: E402
 from fuzz.model.result import VerdictStatus  # noqa: E402
 from fuzz.oracle.differential import replay  # noqa: E402
+from fuzz.sandbox.scope import ambient  # noqa: E402
 from fuzz.search.generate import random_scenario, serial_steps  # noqa: E402
 from fuzz.search.profiles import PROFILES  # noqa: E402
 
@@ -61,6 +62,7 @@ def main() -> None:
             continue
         scenarios.append(scenario)
     print(f"{args.count} {args.profile} scenarios; {passed_over} longer than --max-steps {args.max_steps} passed over")
+    ambient()  # the mutant, named by path, loads and answers in a sandbox child, as it would in gdnfuzz
     vllm = resolve_policy("vllm")
     for name, candidate in (("vllm", vllm), (args.mutant, resolve_policy(args.mutant))):
         pairs: Counter[tuple[str, str]] = Counter()

@@ -68,8 +68,10 @@ def random_worker(seed: int, candidate: str, reference: str, budget: float, fail
     from fuzz.model.policies import resolve_policy
     from fuzz.oracle.differential import replay
     from fuzz.oracle.verdict import finding_signature
+    from fuzz.sandbox.scope import ambient
     from fuzz.search.generate import random_scenario
 
+    ambient()  # the mutant answers from a sandbox child, as in the guided run's workers
     fail_on = FailOn(fail_on_name)
     profile = PROFILES[profile_name]
 

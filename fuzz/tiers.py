@@ -10,7 +10,9 @@ invariants, which the oracle and every caller rely on:
 - A valid configuration this tier cannot run is a ``RunResult`` with ``status`` ``unsupported`` and
   the reason in ``notes``, never an exception; a configuration vLLM itself rejects raises
   :class:`~fuzz.errors.ConfigRejected` (the input is invalid on every tier).
-- The policy's split is installed through ``fuzz.model.policies.contract_checked`` on every tier.
+- The policy's split is installed through ``fuzz.model.policies.contract_checked`` on every tier; a
+  :class:`~fuzz.model.policies.CandidateGone` raised by a sandboxed split is a fault of the run (its
+  ``kind``: ``process-exit`` or ``hang``) at that step, like the deadline's ``hang``.
 - ``as_run(scenario)`` is the configuration the tier really runs (the engine ties the attention
   block to B in align mode); comparisons between tiers use it.
 - ``canary_detected(scenario)`` says whether this tier catches a deliberately corrupted slot in the
@@ -34,7 +36,6 @@ from typing import Any, Protocol
 
 from fuzz.errors import InputError
 from fuzz.model.deadline import deadline_seconds
-from fuzz.model.placement import current
 from fuzz.model.policies import Policy
 from fuzz.model.result import (
     PoisonVerdict,
@@ -160,12 +161,10 @@ def load(target: str) -> Any:
 
 
 def executor_for(tier: str) -> Executor:
-    """This process's executor for ``tier``: the in-process one (:func:`local_executor`), or, while a
-    deciding scope is open (``fuzz.model.placement``), the scope's, which runs policies that are not
-    built in in a sandbox child."""
-    placement = current()
-    local = local_executor(tier)
-    return local if placement is None else placement.executor(tier, local)
+    """This process's executor for ``tier`` (:func:`local_executor`). Every tier runs here, whatever the
+    policy: a sandboxed policy's split answers from its child (``fuzz.sandbox.remote``), and a whole
+    branch's scheduler runs in its candidate process (``workers.sim.branch``), both as the tier calls them."""
+    return local_executor(tier)
 
 
 @functools.cache

@@ -23,6 +23,12 @@ if "GDNFUZZ_CACHE_DIR" not in os.environ:
 
 import pytest
 
+from fuzz.sandbox.scope import ambient
+
+# A user's policy (a file, a module, a checkout) is loaded in a sandbox child of this session, as in every
+# gdnfuzz process (fuzz.model.placement); the children end with the session.
+ambient()
+
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "corpus"
 

@@ -76,7 +76,7 @@ def test_a_branch_that_loops_while_loading_is_one_line_exit_2_within_its_bound(t
     scenario, _ = load_scenario(PARTIAL)
     runner = BranchRunner(str(root), start_timeout=20)
     with pytest.raises(BranchError) as raised:
-        runner.run(scenario, "branch")
+        runner.scheduler(scenario, 1024, {}, lambda request, detail: None)
     assert "the process loading the branch did not start within 20 s and was killed" in str(raised.value)
     assert raised.value.exit_code == 2
     assert not runner.child.alive
@@ -84,19 +84,19 @@ def test_a_branch_that_loops_while_loading_is_one_line_exit_2_within_its_bound(t
 
 @pytest.mark.slow
 def test_a_branch_that_exits_while_splitting_is_a_process_exit_fault_never_a_run(tmp_path):
-    from workers.sim.branch import BranchRunner
+    from workers.sim.executor import SimExecutor
 
     root = make_checkout(tmp_path / "exits")
     edit(root, SCHEDULER, "    def _mamba_block_aligned_split(\n",
          "    def _mamba_block_aligned_split(*args, **kwargs):\n        import os\n        os._exit(0)\n\n"
          "    def _unused_split(\n")
     scenario, _ = load_scenario(PARTIAL)
-    runner = BranchRunner(str(root))
-    result = runner.run(scenario, "branch")
-    assert [f.kind for f in result.faults] == ["process-exit"]
+    executor = SimExecutor()
+    result = executor.run(scenario, resolve_policy(f"branch:{root}"))
+    assert [f.kind for f in result.faults] == ["process-exit"] and result.faults[0].step == 0
     assert "exited (exit code 0) during this run" in result.faults[0].detail
-    assert not result.requests
-    runner.close()
+    assert not any(outcome.output_tokens for outcome in result.requests.values())  # nothing ran past the split
+    executor.close()
 
 
 def test_changed_files_read_binary_sources_and_never_open_a_fifo(tmp_path):

@@ -1,4 +1,5 @@
-"""Policy resolution: built-ins, module:attr, file.py:attr, a vLLM checkout, and bad signatures."""
+"""Policy resolution: built-ins, module:attr, file.py:attr, a vLLM checkout, and bad signatures (every form
+that is not built in through the session's sandbox, ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.model.policies import BUILTINS, PolicyError, resolve_policy
+from fuzz.model.policies import BUILTINS, PolicyError, load_policy, resolve_policy
 
 
 def test_builtins_resolve():
@@ -42,7 +43,8 @@ def test_checkout_directory(tmp_path):
     target = tmp_path / "vllm/v1/core/sched/scheduler.py"
     target.parent.mkdir(parents=True)
     shutil.copy(installed, target)
-    policy = resolve_policy(str(tmp_path))
-    assert policy.split.__code__.co_filename == str(target)
+    policy = resolve_policy(str(tmp_path))  # compiled in its sandbox child; found there at the checkout's line
+    assert policy.sandboxed and policy.defined_at()[0] == str(target)
+    assert load_policy(str(tmp_path)).split.__code__.co_filename == str(target)  # trusted code: in-process
     with pytest.raises(PolicyError, match="not a vLLM checkout"):
         resolve_policy(str(tmp_path / "vllm"))

@@ -18,7 +18,7 @@ from conftest import seed_case
 
 from fuzz.search import warm
 from fuzz.search.settings import RunSettings
-from fuzz.search.warm import ImportEnvironment
+from fuzz.search.warm import CodeKey, ImportedFiles, ImportEnvironment
 from fuzz.search.warm_server import Server
 
 
@@ -107,9 +107,12 @@ IMPORTED_UNDER = ImportEnvironment(before={"VLLM_LOGGING_LEVEL": "ERROR", "PATH"
                                    set_by_import={"VLLM_SSM_CONV_STATE_LAYOUT": "SD", "TORCHINDUCTOR_COMPILE_THREADS": "1"})
 
 
+CODE = CodeKey.here()
+
+
 def _server(tmp_path: Path) -> Server:
     return Server(tmp_path / "warm.sock", idle=60.0, probes=None, ready_s=0.0,  # type: ignore[arg-type]
-                  environment=IMPORTED_UNDER)
+                  environment=IMPORTED_UNDER, code=CODE)
 
 
 def _request_env(**changes: str) -> dict[str, str]:
@@ -117,14 +120,38 @@ def _request_env(**changes: str) -> dict[str, str]:
     return {**RunSettings().child_env({}), **IMPORTED_UNDER.before, **changes}
 
 
+def _fork(env: dict[str, str], code: dict | None = None) -> dict:
+    return {"env": env, "code": CODE.to_dict() if code is None else code}
+
+
 def test_a_server_refuses_an_environment_its_import_did_not_see(tmp_path):
     server = _server(tmp_path)
-    assert server._refusal({"env": _request_env(PATH="/elsewhere")}) is None  # vLLM's import neither reads nor sets it
-    assert server._refusal({"env": _request_env(VLLM_NEW_SETTING="1")}) == (
+    assert server._refusal(_fork(_request_env(PATH="/elsewhere"))) is None  # vLLM's import neither reads nor sets it
+    assert server._refusal(_fork(_request_env(VLLM_NEW_SETTING="1"))) == (
         "its VLLM_NEW_SETTING is not the one vLLM was imported under")
-    assert server._refusal({"env": _request_env(TORCHINDUCTOR_COMPILE_THREADS="4")}) == (
+    assert server._refusal(_fork(_request_env(TORCHINDUCTOR_COMPILE_THREADS="4"))) == (
         "its TORCHINDUCTOR_COMPILE_THREADS is not the one vLLM was imported under")
     assert server.serving  # another request with the right environment is still served
+
+
+def test_a_server_refuses_a_run_whose_workers_would_import_other_code(tmp_path):
+    server = _server(tmp_path)
+    other_path = CodeKey(CODE.interpreter, (str(tmp_path / "branch-a"), *CODE.sys_path)).to_dict()
+    assert server._refusal(_fork(_request_env(), other_path)) == (
+        f"its import path is not the one this server imported under ({tmp_path / 'branch-a'} is not on this "
+        "server's)")
+    reordered = CodeKey(CODE.interpreter, tuple(reversed(CODE.sys_path))).to_dict()
+    assert "PYTHONPATH or its order differs" in server._refusal(_fork(_request_env(), reordered))
+    assert "interpreter" in server._refusal(_fork(_request_env(), {**CODE.to_dict(), "interpreter": "/other 3.12"}))
+    assert "did not say" in server._refusal({"env": _request_env()})  # an older client: refused, a cold start
+    assert server._refusal(_fork(_request_env())) is None and server.serving
+
+
+def test_a_cold_workers_import_path_is_asked_of_the_interpreter(tmp_path):
+    env = {**os.environ, "PYTHONPATH": "relative-entry"}
+    cold = CodeKey.cold(env, str(tmp_path))
+    assert cold is not None and str(tmp_path / "relative-entry") in cold.sys_path  # as the worker would resolve it
+    assert CodeKey.cold({k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, str(tmp_path)) != cold
 
 
 def test_a_forked_worker_gets_what_the_import_set_as_a_cold_one_would():
@@ -137,7 +164,38 @@ def test_a_server_whose_imported_file_changed_refuses_and_stops_serving(tmp_path
     server = _server(tmp_path)
     module = tmp_path / "imported.py"
     module.write_text("x = 1\n")
-    server.imported = warm.file_stamps([str(module)])
-    module.write_text("x = 22\n")  # an edited vLLM checkout
-    assert server._refusal({"env": _request_env()}) == f"{module} changed since it was imported"
+    stamp = os.stat(module)
+    server.imported = ImportedFiles([str(module)])
+    os.utime(module, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 10**9))  # touched: the same bytes, served
+    assert server._refusal(_fork(_request_env())) is None
+    module.write_text("x = 2\n")  # an edited vLLM checkout: the same size, and its old modification time
+    os.utime(module, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert server._refusal(_fork(_request_env())) == f"{module} changed since it was imported"
     assert not server.serving and not (tmp_path / "warm.sock").exists()  # the next run and `warm` start fresh
+
+
+def test_a_worker_whose_server_went_away_is_lost_and_killed_never_taken_for_its_own_end():
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    try:
+        stderr = open(os.devnull)  # noqa: SIM115 - WarmWorker keeps it, as it keeps a pipe's
+        forked = warm.WarmWorker(ours, worker.pid, stderr)
+        assert forked.poll() is None and not forked.lost
+        theirs.close()  # the server died: no exit status will come
+        assert forked.wait(timeout=30) == -9 and forked.lost
+        assert worker.wait(timeout=30) == -9  # it took the worker along (its process group)
+    finally:
+        worker.kill()
+        worker.wait()
+        stderr.close()
+
+
+def test_start_up_phases_are_the_first_starts_only():
+    from fuzz.search.libfuzzer import Progress
+
+    progress = Progress()
+    progress.phases = [(1.0, 0, "forked from the warm server"), (1.5, 0, "loading the corpus"),
+                       (40.0, 0, "importing vLLM's scheduling code"), (45.0, 0, "loading the corpus")]
+    progress.first_input = 2.0  # the worker's first start ran its first input; a cold restart followed
+    assert progress.startup() == ("interpreter and gdnfuzz 1.0s, forked from the warm server 0.5s, "
+                                  "loading the corpus 0.5s")

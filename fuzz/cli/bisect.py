@@ -25,7 +25,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     bundle = load_bundle(args.bundle)
     log = sys.stderr if args.json else sys.stdout
     result = bisect(bundle, Path(args.checkout), args.good, args.bad, args.fixed, args.mode,
-                    lambda line: print(f"bisect: {line}", file=log, flush=True))
+                    lambda line: print(f"bisect: {line}", file=log, flush=True), args.reference)
     field = "fixed_in" if args.fixed else "regression_range"
     record_range(bundle.path, field, result.to_record())
     print(f"recorded in {bundle.path / 'verdict.json'}", file=log)
@@ -49,6 +49,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--mode", default="split", choices=MODES,
                    help="split (each revision's split on the installed scheduler) or branch (its whole scheduling "
                         "code, in a process of its own)")
+    p.add_argument("--reference", default=None,
+                   help="the reference the finding is judged against (default: the bundle's, if it is built in: a "
+                        "policy a file names is never loaded)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object (what was recorded, and the log) on stdout; the log goes to stderr")
     p.set_defaults(func=cmd_bisect)

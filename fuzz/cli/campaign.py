@@ -25,7 +25,7 @@ from fuzz.cli.options import (
     max_steps_of,
 )
 from fuzz.errors import InputError
-from fuzz.model.policies import PolicyError, resolve_policy
+from fuzz.model.policies import PolicyError, named_in_data, resolve_policy
 from fuzz.oracle.verdict import FailOn, exit_code_for
 from fuzz.search.settings import DEFAULT_MINIMIZE_SECONDS, RunSettings
 from fuzz.store.stats import default_stats_path
@@ -91,6 +91,9 @@ def _resumed(args: argparse.Namespace) -> tuple[argparse.Namespace, Any, list[An
         raise InputError(f"--{given[0].replace('_', '-')}: --resume continues the campaign with the settings in "
                          f"{record_path(crashes)}; give only --address, --max-time or --drain-time with it")
     saved = {**{k: v for k, v in vars(args).items() if k not in NOT_ARGUMENTS}, **record.arguments}
+    for key in ("candidate", "reference"):  # a policy the record names runs only if given again, or built in
+        if getattr(args, key) != saved.get(key):
+            named_in_data(saved.get(key), f"{record_path(crashes)}: arguments.{key}", f"--resume --{key}")
     for key in ("address", "drain_time"):
         if getattr(args, key) != args.defaults.get(key):
             saved[key] = getattr(args, key)

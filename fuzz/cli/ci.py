@@ -36,12 +36,15 @@ from fuzz import package_version
 from fuzz.cli.options import add_fail_on_arg, add_policy_option
 from fuzz.errors import ExitCode, InputError, ToolError
 from fuzz.model.checkout import BRANCH_PREFIX, CHECKOUT_SCHEDULER_SPLIT
-from fuzz.model.policies import Policy, PolicyError, resolve_policy, runs_elsewhere
+from fuzz.model.policies import Policy, PolicyError, not_loaded, resolve_policy
+from fuzz.model.revision import is_ancestor
 from fuzz.plural import plural
 from fuzz.report.ci_report import Case, CiReport, mark_new
 from fuzz.report.junit import render_junit
 from fuzz.report.sarif import render_sarif
 from fuzz.report.summary import render_summary
+from fuzz.sandbox.containment import adopting_orphans
+from fuzz.sandbox.scope import stop_children
 from fuzz.store.atomic import atomic_write
 from fuzz.triage.baseline import read_baseline
 from fuzz.triage.ci import CiPaths, TimeBoundReached, corpus_files, fuzz, replay_corpus, time_bound
@@ -100,6 +103,11 @@ class CiClock:
 
 
 def cmd_ci(args: argparse.Namespace) -> int:
+    with adopting_orphans():  # a worker's sandbox keepers, once its fork server is gone, wait here to be seen to end
+        return _ci(args)
+
+
+def _ci(args: argparse.Namespace) -> int:
     from workers.sim.fidelity import STRICT_ENV
 
     if args.fuzz_time + STOP_MARGIN_S >= args.max_time:
@@ -145,6 +153,9 @@ def _code_change(args: argparse.Namespace, paths: CiPaths, clock: CiClock) -> in
     try:
         with time_bound(clock.until):
             base = checkout_base(Path(args.checkout), args.base, paths.out / "base", mode)
+            if args.base is not None and not is_ancestor(Path(args.checkout), base.sha, "HEAD"):
+                print(f"gdnfuzz ci: warning: --base {args.base} ({base.sha[:12]}) is not an ancestor of HEAD in "
+                      f"{args.checkout}: the PR is judged against code it does not build on", file=sys.stderr)
             candidate = candidate_policy(spec)
             ensure_loads(base.policy, "base", files)
             ensure_loads(candidate, "candidate", files)
@@ -210,7 +221,7 @@ def _check(args: argparse.Namespace, paths: CiPaths, report: CiReport, files: li
 
 def _unloaded(spec: str, typed: str) -> Policy:
     """A stand-in for a side that could not be loaded, so the reports can still name it."""
-    return Policy(spec, spec, runs_elsewhere(spec), "not loaded", source=(_source_file(typed), 1))
+    return Policy(spec, spec, not_loaded(spec), "not loaded", source=(_source_file(typed), 1))
 
 
 def _source_file(candidate: str) -> str:
@@ -220,7 +231,9 @@ def _source_file(candidate: str) -> str:
 
 
 def _write_reports(args: argparse.Namespace, paths: CiPaths, report: CiReport) -> None:
-    """JUnit, SARIF and the summary under ``--out``, the summary printed too."""
+    """JUnit, SARIF and the summary under ``--out``, the summary printed too; written once every process a
+    candidate started is gone (``fuzz.sandbox.scope.stop_children``), so none can rewrite them."""
+    stop_children()
     mark_new(report)
     paths.out.mkdir(parents=True, exist_ok=True)
     checkout = Path((args.candidate or args.checkout).removeprefix(BRANCH_PREFIX))

@@ -16,7 +16,7 @@ def cmd_confirm(args: argparse.Namespace) -> int:
     """Exit 1 when any bundle is confirmed, 0 otherwise; a bad bundle is an input error (exit 2)."""
     worst = ExitCode.CLEAN
     for bundle in args.bundles:
-        state = confirm_bundle(Path(bundle), args.tier)
+        state = confirm_bundle(Path(bundle), args.tier, None, args.candidate, args.reference)
         print(f"{bundle}: {state}")
         worst = max(worst, ExitCode.DIVERGED if state == ConfirmState.CONFIRMED else ExitCode.CLEAN)
     return worst
@@ -27,4 +27,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("bundles", nargs="+", help="crashes/<signature> directories")
     p.add_argument("--tier", default=CONFIRMING[0], choices=CONFIRMING,
                    help=f"the tier that decides (default {CONFIRMING[0]}): {tier_help(CONFIRMING)}")
+    p.add_argument("--candidate", default=None,
+                   help="the candidate policy (default: the one the bundle names, if it is built in: a policy a file "
+                        "names is never loaded)")
+    p.add_argument("--reference", default=None,
+                   help="the reference policy (default: the bundle's, if it is built in)")
     p.set_defaults(func=cmd_confirm)

@@ -29,6 +29,8 @@ from fuzz.cli.options import (
 )
 from fuzz.errors import ExitCode, InputError
 from fuzz.plural import plural
+from fuzz.sandbox.containment import adopting_orphans
+from fuzz.sandbox.scope import stop_children
 from fuzz.search.libfuzzer import Progress
 from fuzz.search.rerun import merge_request
 from fuzz.search.settings import DEFAULT_MINIMIZE_SECONDS, TARGETS, RunSettings
@@ -52,7 +54,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if merge is not None:
         return run_merge(merge, args)
     progress = Progress()
-    code = run_workers(run_settings(args), progress)
+    with adopting_orphans():  # a worker's sandbox keepers, once its fork server is gone, wait here to be seen to end
+        code = run_workers(run_settings(args), progress)
+        stop_children()  # everything a candidate started is gone before the summary is written
     record = run_record(progress, code, args.seed)
     print(json.dumps(record, sort_keys=True) if args.json else run_summary(record))
     if progress.interrupted and not progress.signatures():

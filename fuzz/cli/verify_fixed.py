@@ -44,7 +44,7 @@ def cmd_verify_fixed(args: argparse.Namespace) -> int:
             print(f"verify-fixed: {plural(len(bundles), 'bundle')} against {candidate.label}, "
                   f"{plural(args.tries, 'try', 'tries')} each")
         outcomes = verify_store(bundles, candidate, args.tries, args.tier, args.repo, args.api_url,
-                                lambda outcome: _say(outcome, args.json))
+                                lambda outcome: _say(outcome, args.json), args.reference)
     counts = {s: sum(o.record is not None and o.record["status"] == s for o in outcomes) for s in VERIFY_STATES}
     unsynced = sum(o.issue_error is not None for o in outcomes)
     unverified = sum(o.record is None for o in outcomes)
@@ -79,6 +79,9 @@ def add_parser(sub: Any) -> None:
     add_policy_option(p, "--candidate", default=None,
                       help="what to check against (default vllm: the installed vLLM; any policy, a checkout "
                            "directory or branch:DIR)")
+    add_policy_option(p, "--reference", default=None,
+                      help="the reference each bundle is replayed against (default: the one it names, if it is built "
+                           "in: a policy a file names is never loaded)")
     p.add_argument("--checkout", default=None, metavar="DIR", help="a vLLM git checkout (with --revision)")
     p.add_argument("--revision", default=None, metavar="REV",
                    help="the checkout's revision to check, read from git objects (the work tree is not touched)")

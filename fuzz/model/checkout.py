@@ -11,8 +11,11 @@ Two modes (``gdnfuzz policies`` and the README say the same):
   manager, coordinator, block pool and request run against the installed ones. Everything else
   (the model runner, configs, the engine) stays the installed vLLM's.
 
-Invariant: :func:`overlay_modules` lists exactly the modules whole-branch mode serves from the
-checkout, and :func:`changed_files` compares exactly those files against the installed vLLM.
+Invariants: :func:`overlay_modules` lists exactly the modules whole-branch mode serves from the
+checkout, and :func:`changed_files` compares exactly those files against the installed vLLM; a file of
+a checkout is only ever read through :func:`inside`, so a link that leads out of the checkout (an
+absolute symlink, ``../..``, a linked directory) is a :class:`CheckoutError` naming it, never a file
+read from elsewhere (as the base reader, ``fuzz.model.revision``, refuses to write one).
 """
 
 from __future__ import annotations
@@ -23,10 +26,26 @@ import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
+from fuzz.errors import InputError
+
 OVERLAID_PACKAGES = ("vllm/v1/core",)
 OVERLAID_FILES = ("vllm/v1/request.py", "vllm/v1/kv_cache_interface.py")
 BRANCH_PREFIX = "branch:"
 CHECKOUT_SCHEDULER_SPLIT = Path("vllm/v1/core/sched/scheduler.py")  # holds Scheduler._mamba_block_aligned_split
+
+
+class CheckoutError(InputError):
+    """A checkout whose file leads out of it (one line naming the file and where it leads)."""
+
+
+def inside(root: Path, relative: str | Path) -> Path:
+    """``root / relative``, once it is known not to lead out of ``root`` (a link, or a linked directory on
+    the way, to a place outside): else a :class:`CheckoutError` naming the file."""
+    path = root / relative
+    real_root, real = root.resolve(), path.resolve()
+    if real != real_root and real_root not in real.parents:
+        raise CheckoutError(f"{root}: {relative}: a link to {real}, outside the checkout")
+    return path
 
 
 @dataclass(frozen=True)
@@ -41,10 +60,12 @@ def module_name(relative: Path) -> str:
 
 
 def overlay_files(root: Path) -> list[Path]:
-    """The checkout's files that whole-branch mode brings, relative to ``root`` (regular files only)."""
-    files = [Path(f) for f in OVERLAID_FILES if (root / f).is_file()]
+    """The checkout's files that whole-branch mode brings, relative to ``root`` (regular files only); one that
+    leads out of the checkout is a :class:`CheckoutError`."""
+    files = [Path(f) for f in OVERLAID_FILES if inside(root, f).is_file()]
     for package in OVERLAID_PACKAGES:
-        files += sorted(p.relative_to(root) for p in (root / package).rglob("*.py") if p.is_file())
+        found = sorted(p.relative_to(root) for p in inside(root, package).rglob("*.py"))
+        files += [rel for rel in found if inside(root, rel).is_file()]
     return files
 
 
@@ -66,7 +87,7 @@ def changed_files(root: Path) -> list[ChangedFile]:
     installed = installed_vllm_root()
     changed: list[ChangedFile] = []
     for rel in overlay_files(root):
-        ours = _lines(root / rel)
+        ours = _lines(inside(root, rel))
         theirs_path = installed / rel
         if not theirs_path.is_file():
             changed.append(ChangedFile(str(rel), 1))
@@ -82,11 +103,18 @@ def changed_files(root: Path) -> list[ChangedFile]:
 
 def _lines(path: Path) -> list[str]:
     """A source file's lines for comparing (bytes that are not UTF-8 compare as replacement characters)."""
-    return path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    return _lines_text(path).splitlines()
 
 
-def split_line(scheduler_file: Path) -> int:
-    """The line of ``def _mamba_block_aligned_split`` in a checkout's scheduler (1 when absent)."""
-    tree = ast.parse(scheduler_file.read_text())
+def _lines_text(path: Path) -> str:
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def split_line(root: Path) -> int:
+    """The line of ``def _mamba_block_aligned_split`` in a checkout's scheduler (1 when absent or unreadable)."""
+    try:
+        tree = ast.parse(_lines_text(inside(root, CHECKOUT_SCHEDULER_SPLIT)))
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OSError):
+        return 1
     return next((node.lineno for node in ast.walk(tree)
                  if isinstance(node, ast.FunctionDef) and node.name == "_mamba_block_aligned_split"), 1)

@@ -12,8 +12,10 @@ fields it knows. Invariants kept here:
   others instead of opening them;
 - a value is plain JSON as the format promises: no ``NaN`` / ``Infinity`` (nor a number that only
   parses as infinity), no integer longer than :data:`MAX_INT_DIGITS` digits, no nesting deeper than
-  :data:`MAX_DEPTH`, no string that cannot be written back as UTF-8 (a lone surrogate escape);
-  anything else is refused as field ``<json>``, never a ``ValueError`` or ``RecursionError``.
+  :data:`MAX_DEPTH`, no string that cannot be written back as UTF-8 (a lone surrogate escape), no
+  object that names a key twice (JSON leaves it open; Python would keep the last value, silently);
+  anything else is refused as field ``<json>`` (a duplicate key named), never a ``ValueError`` or
+  ``RecursionError``.
 
 Errors are made by the caller's ``fail(field, message)``, so each reader raises its own
 :class:`~fuzz.errors.InputError` subclass, already naming its file.
@@ -152,7 +154,8 @@ def parse_json(raw: bytes | str, fail: Fail) -> Any:
     """The JSON value of ``raw`` (UTF-8 bytes or text), checked against the module invariants."""
     text = _decode(raw, fail) if isinstance(raw, bytes) else raw
     try:
-        value = json.loads(text, parse_constant=_refuse_constant, parse_int=_bounded_int, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_int=_bounded_int, parse_float=_finite_float,
+                           object_pairs_hook=_unique_keys)
     except _NotPlainJson as exc:
         _raise(fail("<json>", str(exc)))
     except RecursionError:
@@ -175,6 +178,15 @@ def _bounded_int(digits: str) -> int:
     if len(digits.lstrip("-")) > MAX_INT_DIGITS:
         raise _NotPlainJson(f"an integer of {len(digits.lstrip('-'))} digits (at most {MAX_INT_DIGITS})")
     return int(digits)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _NotPlainJson(f"the key {twice!r} appears twice in one object")
+    return value
 
 
 def _finite_float(text: str) -> float:

@@ -1,19 +1,16 @@
-"""Where a policy's code runs in this process: here (the default), or in sandbox children while a
-deciding scope is open.
+"""Where a policy that is not built in is loaded: the deciding scope open in this process.
 
-A command that decides a verdict (every ``gdnfuzz`` subcommand, the pytest plugin) opens a scope with
-:func:`fuzz.sandbox.deciding`, which installs a :class:`Placement` here. While one is installed:
+A process that runs policies it does not vouch for opens a scope: every ``gdnfuzz`` subcommand and
+the pytest plugin's replays with :func:`fuzz.sandbox.scope.deciding`, every other process that may
+resolve a user's policy (harness workers, the reducer, the engine tier's child, campaign actors,
+benchmarks, the test session) with :func:`fuzz.sandbox.scope.ambient`. The scope installs a
+:class:`Placement` here, and ``fuzz.model.policies.resolve_policy`` hands it every spec that is not
+built in; :meth:`Placement.resolve` loads the spec in a sandbox child of its own and returns a policy
+whose split asks that child for each answer.
 
-- ``fuzz.model.policies.resolve_policy`` hands a spec that is not built in to :meth:`Placement.resolve`,
-  which loads it in a child process and returns a policy whose split runs only there;
-- ``fuzz.tiers.executor_for`` hands each tier's executor to :meth:`Placement.executor`, which runs
-  every call involving such a policy in that child and everything else here.
-
-Invariant: while a placement is installed, no code of a policy that is not built in (a module, a file,
-a checkout's split, a branch) is imported, compiled or called in this process. Built-in policies
-(gdnfuzz's own and the installed vLLM's split) run here. Without one (fuzzing workers, the sandbox
-child itself, library calls) everything runs in-process, as the supervisor or the scope watching that
-process expects.
+Invariant: no code of a policy that is not built in (a module, a file, a checkout's split) is ever
+imported, compiled or called in a process through ``resolve_policy``: with no scope installed,
+resolving one is an error, never an in-process load.
 """
 
 from __future__ import annotations
@@ -23,17 +20,14 @@ from typing import Any, Protocol
 
 class Placement(Protocol):
     def resolve(self, spec: str) -> Any:
-        """The policy ``spec`` names, loaded elsewhere (a ``fuzz.model.policies.Policy``)."""
-
-    def executor(self, tier: str, local: Any) -> Any:
-        """The executor this process uses for ``tier``, given the in-process one."""
+        """The policy ``spec`` names, loaded in a sandbox child (a ``fuzz.model.policies.Policy``)."""
 
 
 _installed: list[Placement] = []
 
 
 def current() -> Placement | None:
-    """The innermost installed placement (None: policy code runs in this process)."""
+    """The innermost installed placement (None: none is open in this process)."""
     return _installed[-1] if _installed else None
 
 

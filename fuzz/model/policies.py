@@ -5,8 +5,9 @@ A policy is a plain function with that method's signature::
     split(self, request, num_new_tokens,
           num_new_local_computed_tokens=0, num_external_computed_tokens=0) -> int
 
-where ``self`` is the real vLLM ``Scheduler``. It returns how many of the
-``num_new_tokens`` offered tokens to schedule this step (0 defers the request).
+where ``self`` is the real vLLM ``Scheduler`` (for a policy in a sandbox child, a read-only view of it
+and of the request: ``fuzz.sandbox.views``). It returns how many of the ``num_new_tokens`` offered
+tokens to schedule this step (0 defers the request).
 
 Sources (``resolve_policy``):
 - built-in names (``gdnfuzz policies`` lists them);
@@ -19,7 +20,8 @@ Sources (``resolve_policy``):
 - ``branch:DIR``: whole-branch mode, the checkout's whole scheduling code in a
   candidate process of its own (``fuzz.model.checkout``; sim tier only).
 
-Every failure to resolve raises :class:`PolicyError` with a one-line reason.
+Every failure to resolve raises :class:`PolicyError` with a one-line reason. Only the built-ins run in
+the process that resolves them; the other forms run in sandbox children (:func:`resolve_policy`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,14 @@ from typing import Any
 
 from fuzz.errors import InputError
 from fuzz.model import json_input
-from fuzz.model.checkout import BRANCH_PREFIX, OVERLAID_FILES, OVERLAID_PACKAGES
+from fuzz.model.checkout import (
+    BRANCH_PREFIX,
+    OVERLAID_FILES,
+    OVERLAID_PACKAGES,
+    CheckoutError,
+    inside,
+    overlay_files,
+)
 from fuzz.model.deadline import DeadlineExceeded
 from fuzz.model.decision import ask, describe
 from fuzz.model.placement import current
@@ -71,9 +80,9 @@ class Policy:
     checkout: str | None = None
     # ``following(policy, reference, times)``: (the reference's spec, times); None for a policy as named.
     follows: tuple[str, int] | None = None
-    # Loaded in a sandbox child (``fuzz.model.placement``): ``split`` only raises MisplacedCall here, and
+    # Loaded in a sandbox child (``fuzz.model.placement``): ``split`` asks that child for each answer, and
     # ``source`` is where the child found the split: (file, first line).
-    elsewhere: bool = False
+    sandboxed: bool = False
     source: tuple[str, int] | None = None
 
     def defined_at(self) -> tuple[str, int]:
@@ -84,16 +93,29 @@ class Policy:
         return code.co_filename, code.co_firstlineno
 
 
-class MisplacedCall(BaseException):
-    """A policy loaded in a sandbox child was called in the deciding process: a bug of gdnfuzz, never a
-    finding (a BaseException the policy boundary lets through, so it cannot pass for a contract fault)."""
+class CandidateGone(BaseException):
+    """The process running a sandboxed candidate never answered a split call: it ended (``process-exit``)
+    or passed its bound and was killed (``hang``). The tier records it as a fault of the run at that step; a
+    BaseException, so neither vLLM's ``except Exception`` nor the split's contract can swallow it."""
+
+    def __init__(self, kind: str, detail: str):
+        super().__init__(detail)
+        self.kind, self.detail = kind, detail
 
 
-def runs_elsewhere(spec: str) -> SplitFn:
-    """The split of a policy loaded in a sandbox child, as the deciding process holds it."""
+class SplitRaised(Exception):
+    """A sandboxed split raised: ``description`` is what it raised, as :func:`describe_value` words it there."""
+
+    def __init__(self, description: str):
+        super().__init__(description)
+        self.description = description
+
+
+def not_loaded(spec: str) -> SplitFn:
+    """The split of a policy that could not be loaded (a report still names it): calling it is a PolicyError."""
 
     def split(*_: Any) -> int:
-        raise MisplacedCall(f"policy {spec} runs only in its sandbox process")
+        raise PolicyError(f"policy {spec} was not loaded")
 
     return split
 
@@ -176,7 +198,7 @@ def following(candidate: Policy, reference: Policy, times: int) -> Policy:
         return answer
 
     return Policy(candidate.name, candidate.spec, split, candidate.description, candidate.checkout,
-                  (reference.spec, times), candidate.elsewhere or reference.elsewhere)
+                  (reference.spec, times), candidate.sandboxed or reference.sandboxed)
 
 
 def corrected(candidate: Policy, reference: Policy, stands_for: Callable[[SplitDisagreement], bool]) -> Policy:
@@ -196,12 +218,24 @@ def corrected(candidate: Policy, reference: Policy, stands_for: Callable[[SplitD
         return answer
 
     return Policy(candidate.name, candidate.spec, split, candidate.description, candidate.checkout,
-                  candidate.follows, candidate.elsewhere or reference.elsewhere)
+                  candidate.follows, candidate.sandboxed or reference.sandboxed)
 
 
 def is_builtin(spec: str) -> bool:
     """Whether ``spec`` names one of gdnfuzz's own policies (its code, or the installed vLLM's split)."""
     return spec in BUILTINS
+
+
+def named_in_data(spec: Any, where: str, flag: str) -> str:
+    """A policy a file names (a bundle's verdict, a scenario's ``expect``, a campaign's record), if gdnfuzz
+    may run it: only a built-in name. Data never makes gdnfuzz run code: any other spec (a module, a file,
+    a checkout, a branch) is read as text and named in a :class:`PolicyError` (exit 2) that says to give it
+    on the command line (``flag``) to run it. ``where`` is the file and field."""
+    if isinstance(spec, str) and spec in BUILTINS:
+        return spec
+    shown = describe_value(spec)
+    raise PolicyError(f"{where}: names the policy {shown}, which is code: gdnfuzz never loads a policy a file "
+                      f"names (only {', '.join(BUILTINS)}); to run it, give it yourself: {flag} {shown}")
 
 
 # ---------------------------------------------------------------- installation
@@ -217,24 +251,26 @@ def contract_checked(split: SplitFn, on_violation: ContractViolation) -> SplitFn
     (a ``contract`` fault of the run, at that step) and replaced by a value in that range: an int
     out of range or a finite float is clamped, anything else (another type, NaN, an exception of any
     kind the policy raises, ``SystemExit``, ``KeyboardInterrupt`` and ``GeneratorExit`` included)
-    gives 0. So a policy's answer is a finding, never a crash inside vLLM nor an exit of gdnfuzz.
-    Only :class:`~fuzz.model.deadline.DeadlineExceeded` (the tier turns it into a ``hang`` fault) and
-    :class:`MisplacedCall` (a bug of gdnfuzz) pass through. (A real ^C that lands inside a policy call
-    is one of those exceptions; the next ^C stops the run.)
+    gives 0. So a policy's answer is a finding, never a crash inside vLLM nor an exit of gdnfuzz. A
+    sandboxed policy's answers are checked here, in the deciding process, the same way (what it raised
+    there arrives as :class:`SplitRaised`). Only :class:`~fuzz.model.deadline.DeadlineExceeded` and
+    :class:`CandidateGone` (the tier turns them into ``hang`` and ``process-exit`` faults) pass through.
+    (A real ^C that lands inside a policy call is one of those exceptions; the next ^C stops the run.)
     """
 
     def checked(self: Any, request: Any, num_new_tokens: int,
                 num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
         try:
             got = split(self, request, num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens)
-        except (DeadlineExceeded, MisplacedCall):
+        except (DeadlineExceeded, CandidateGone):
             raise
         except BaseException as exc:  # noqa: BLE001 - whatever a policy raises is its finding, never our exit
-            on_violation(request, f"split raised {_describe(exc)} when offered {num_new_tokens} tokens")
+            raised = exc.description if isinstance(exc, SplitRaised) else describe_value(exc)
+            on_violation(request, f"split raised {raised} when offered {num_new_tokens} tokens")
             return 0
         if type(got) is int and 0 <= got <= num_new_tokens:
             return got
-        on_violation(request, f"split returned {_describe(got)} when offered {num_new_tokens} tokens")
+        on_violation(request, f"split returned {describe_value(got)} when offered {num_new_tokens} tokens")
         return _clamped(got, num_new_tokens)
 
     return checked
@@ -247,7 +283,7 @@ def _clamped(got: Any, num_new_tokens: int) -> int:
     return max(0, min(got, num_new_tokens)) if type(got) is int else 0
 
 
-def _describe(value: Any) -> str:
+def describe_value(value: Any) -> str:
     """A short description of what a policy gave, that cannot itself raise (a hostile ``__repr__``)."""
     try:
         text = f"{type(value).__name__}({value})" if isinstance(value, BaseException) else repr(value)
@@ -310,7 +346,7 @@ def _from_file(path: Path, attr: str, spec: str) -> SplitFn:
 
 def _from_checkout(root: Path, spec: str) -> SplitFn:
     """Compile a checkout's split against the installed scheduler module's globals."""
-    source_file = root / CHECKOUT_SCHEDULER
+    source_file = _inside(root, CHECKOUT_SCHEDULER, spec)
     if not source_file.is_file():
         raise PolicyError(f"policy {spec}: {root} is not a vLLM checkout (no {CHECKOUT_SCHEDULER})")
     text = json_input.read_text(source_file, lambda _, why: PolicyError(f"policy {spec}: {source_file}: {why}"),
@@ -358,10 +394,22 @@ def _global_names(code: Any) -> set[str]:
     return names
 
 
+def _inside(root: Path, relative: Path, spec: str) -> Path:
+    try:
+        return inside(root, relative)
+    except CheckoutError as exc:
+        raise PolicyError(f"policy {spec}: {exc}") from None
+
+
 def _branch_policy(root: Path, spec: str) -> Policy:
-    """Whole-branch mode: the checkout's scheduling code runs in its own process (sim tier only)."""
-    if not (root / CHECKOUT_SCHEDULER).is_file():
+    """Whole-branch mode: the checkout's scheduling code runs in its own process (sim tier only). Only its
+    file names are read here (a link out of it is refused)."""
+    if not _inside(root, CHECKOUT_SCHEDULER, spec).is_file():
         raise PolicyError(f"policy {spec}: {root} is not a vLLM checkout (no {CHECKOUT_SCHEDULER})")
+    try:
+        overlay_files(root)
+    except CheckoutError as exc:
+        raise PolicyError(f"policy {spec}: {exc}") from None
 
     def split(*_: Any) -> int:
         raise PolicyError(f"policy {spec}: whole-branch mode runs on the sim tier only (its split is the branch's own)")
@@ -372,32 +420,51 @@ def _branch_policy(root: Path, spec: str) -> Policy:
 
 
 def resolve_policy(spec: str) -> Policy:
-    """Turn what the user typed into a Policy (see the module docstring for the forms); while a deciding
-    scope is open (``fuzz.model.placement``), one that is not built in is loaded in a sandbox child."""
+    """Turn what the user typed into a Policy (see the module docstring for the forms).
+
+    Built-ins run in this process; a whole branch (``branch:DIR``) is only named here (its code runs in
+    a candidate process of the sim tier's, ``workers.sim.branch``); every other form is code nobody here
+    vouches for, loaded and called only in a sandbox child of the deciding scope open in this process
+    (``fuzz.model.placement``). With no scope open that is a :class:`PolicyError`, never an in-process
+    load: trusted code that means to run a policy here says so with :func:`load_policy`, or builds a
+    :class:`Policy` from a function."""
     if spec in BUILTINS:
         fn, description = BUILTINS[spec]
         return Policy(spec, spec, fn, description)
+    if spec.startswith(BRANCH_PREFIX):
+        return _branch_policy(Path(spec.removeprefix(BRANCH_PREFIX)), spec)
     placement = current()
-    if placement is not None:
-        return placement.resolve(spec)
-    return load_policy(spec)
+    if placement is None:
+        raise PolicyError(f"policy {spec}: no sandbox is open in this process to load it in "
+                          f"(fuzz.sandbox.scope.deciding or ambient; a gdnfuzz bug)")
+    return placement.resolve(spec)
 
 
 def load_policy(spec: str) -> Policy:
-    """``spec`` loaded in this process, whatever scope is open (the sandbox child's own resolution)."""
-    if spec in BUILTINS:
+    """``spec`` loaded in THIS process, whatever scope is open: its module is imported, its file run, its
+    checkout's split compiled here. For the sandbox child itself, and for trusted code (a benchmark's own
+    mutants) only; a user's policy goes through :func:`resolve_policy`."""
+    if spec in BUILTINS or spec.startswith(BRANCH_PREFIX):
         return resolve_policy(spec)
-    if spec.startswith(BRANCH_PREFIX):
-        return _branch_policy(Path(spec.removeprefix(BRANCH_PREFIX)), spec)
+    name, description = named(spec)
     path = Path(spec)
     if path.is_dir():
-        return Policy(f"checkout:{path.name}", spec, _from_checkout(path, spec),
-                      f"split-only: {path}'s Scheduler._mamba_block_aligned_split on the installed scheduler "
-                      f"(use {BRANCH_PREFIX}{path} for its whole scheduling code)")
+        return Policy(name, spec, _from_checkout(path, spec), description)
+    target, attr = spec.rsplit(":", 1)
+    fn = _from_file(Path(target), attr, spec) if target.endswith(".py") else _from_module(target, attr, spec)
+    return Policy(name, spec, fn, description)
+
+
+def named(spec: str) -> tuple[str, str]:
+    """The name and description of a policy that is not built in, from its spec alone (no code read), so the
+    process that reports on a sandboxed policy never takes its name from the policy's own process."""
+    path = Path(spec)
+    if path.is_dir():
+        return (f"checkout:{path.name}", f"split-only: {path}'s Scheduler._mamba_block_aligned_split on the "
+                                         f"installed scheduler (use {BRANCH_PREFIX}{path} for its whole scheduling code)")
     if ":" in spec:
         target, attr = spec.rsplit(":", 1)
-        fn = _from_file(Path(target), attr, spec) if target.endswith(".py") else _from_module(target, attr, spec)
-        return Policy(spec, spec, fn, f"{attr} from {target}")
+        return spec, f"{attr} from {target}"
     raise PolicyError(
         f"unknown policy {spec!r}: use one of {', '.join(BUILTINS)}, module:attr, file.py:attr, or a vLLM checkout"
     )

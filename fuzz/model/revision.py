@@ -78,11 +78,20 @@ def subject(repo: Path, sha: str) -> str:
     return str(git(repo, "log", "-1", "--format=%s", sha)).strip()
 
 
+def is_ancestor(repo: Path, old: str, new: str) -> bool:
+    """Whether commit ``old`` is an ancestor of (or is) commit ``new`` in ``repo`` (False where git cannot say)."""
+    try:
+        done = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", "--end-of-options", old, new],
+                              capture_output=True, check=False)
+    except OSError:
+        return False
+    return done.returncode == 0
+
+
 def first_parent_range(repo: Path, old: str, new: str) -> list[str]:
     """The commits after ``old`` up to ``new`` on ``new``'s first-parent line, oldest first
     (``git rev-list --first-parent --reverse old..new``); ``old`` must be an ancestor of ``new``."""
-    done = subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", old, new], capture_output=True)
-    if done.returncode != 0:
+    if not is_ancestor(repo, old, new):
         raise RevisionError(f"{repo}: {old[:12]} is not an ancestor of {new[:12]}")
     revs = str(git(repo, "rev-list", "--first-parent", "--reverse", f"{old}..{new}")).split()
     if not revs:

@@ -1,7 +1,11 @@
 """The GitHub issue and comment rendered from a crash bundle (no network: see ``fuzz.report.github``).
 
 Invariants: the title starts with the signature (so truncation keeps it, and a title search finds
-it); the body stays under GitHub's limit, cutting the appended full report first.
+it); the body stays under GitHub's limit (:data:`MAX_BODY`), cutting the appended full report first and
+then whatever is left past the limit; everything a bundle says (its summary, kind, policies, notes,
+report, test file, scenario) reaches the title and bodies inert: text with no HTML (no tag, no comment
+that could hide text or fake gdnfuzz's own marker) and no ``@mention``, code in code spans and fences
+that its own backticks cannot close (``fuzz.report.inert``).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 from fuzz.model.scenario import pretty_json, scenario_summary
 from fuzz.oracle.finding import replay_argv
+from fuzz.report.inert import block, capped, code, text, title_text
 from fuzz.report.lifecycle import lifecycle_rows
 from fuzz.report.vllm_terms import model_words, serve_command, vllm_locations
 from fuzz.store.bundle import ENVIRONMENT_KEYS, TEST_FILE, CrashBundle
@@ -52,7 +57,7 @@ def regression_snippet(bundle: CrashBundle) -> str:
 
 def issue_title(bundle: CrashBundle) -> str:
     """``gdnfuzz <signature>: <summary>``; the signature comes first so truncation keeps it."""
-    title = f"gdnfuzz {bundle.signature}: {bundle.verdict['summary']}"
+    title = f"gdnfuzz {bundle.signature}: {title_text(bundle.verdict['summary'])}"
     return title if len(title) <= MAX_TITLE else title[: MAX_TITLE - 1] + "…"
 
 
@@ -75,19 +80,19 @@ def _table(rows: list[tuple[str, str]]) -> str:
 
 def _facts(bundle: CrashBundle) -> str:
     v = bundle.verdict
-    first = "—" if v["first_request"] is None else f"`{v['first_request']}`"
+    first = "—" if v["first_request"] is None else code(v["first_request"])
     if v["first_step"] is not None:
-        first += f" at step {v['first_step']}"
+        first += f" at step {text(v['first_step'])}"
     return _table(
         [
-            ("Signature", f"`{v['signature']}`"),
-            ("Kind", v["kind"]),
-            ("Candidate policy", f"`{v['candidate']}`"),
-            ("Reference policy", f"`{v['reference']}`"),
+            ("Signature", code(v["signature"])),
+            ("Kind", text(v["kind"])),
+            ("Candidate policy", code(v["candidate"])),
+            ("Reference policy", code(v["reference"])),
             ("First divergent request", first),
-            ("Found on tier", v["tier"]),
-            ("Confirmation", _confirmation(v)),
-            *lifecycle_rows(v),
+            ("Found on tier", text(v["tier"])),
+            ("Confirmation", text(_confirmation(v))),
+            *((key, text(value)) for key, value in lifecycle_rows(v)),
         ]
     )
 
@@ -109,47 +114,49 @@ def _confirmation(v: dict[str, Any]) -> str:
 def _environment(bundle: CrashBundle) -> str:
     env = bundle.environment
     keys = [*ENVIRONMENT_KEYS, *sorted(k for k in env if k not in ENVIRONMENT_KEYS)]
-    return _table([(k, f"`{env[k]}`") for k in keys])
+    return _table([(text(k), code(env[k])) for k in keys])
 
 
 def _scenario_block(bundle: CrashBundle) -> str:
     size, original = scenario_summary(bundle.scenario), scenario_summary(bundle.original)
     return (
-        f"```json\n{pretty_json(bundle.scenario, bundle.annotations)}```\n"
+        f"{block(pretty_json(bundle.scenario, bundle.annotations), 'json')}\n"
         f"{size['requests']} requests, {size['prompt_tokens']} prompt tokens "
         f"(minimized from {original['requests']} requests, {original['prompt_tokens']} prompt tokens)."
     )
 
 
 def _fit(body: str, report: str) -> str:
-    """Append the full report in a collapsed block, cut to stay under GitHub's body limit."""
+    """Append the full report (as a markdown code block) in a collapsed block, cut to stay under GitHub's
+    body limit; a body that is over it without the report is cut itself (``capped``)."""
     room = MAX_BODY - len(body) - 200
     if room <= 0:
-        return body
+        return capped(body, MAX_BODY)
     if len(report) > room:
         report = report[:room] + "\n\n… (truncated; the full report is report.md in the bundle)\n"
-    return f"{body}\n\n<details><summary>Full report</summary>\n\n{report}\n</details>\n"
+    return capped(f"{body}\n\n<details><summary>Full report</summary>\n\n{block(report, 'markdown')}\n</details>\n",
+                  MAX_BODY)
 
 
 def vllm_terms(bundle: CrashBundle) -> str:
     """The configuration as ``vllm serve`` flags and words, the code involved, the root cause."""
     knobs = bundle.scenario.engine
-    lines = [f"```sh\n{serve_command(knobs)}\n```", *[f"- {w}" for w in model_words(knobs)],
+    lines = [block(serve_command(knobs), "sh"), *[f"- {w}" for w in model_words(knobs)],
              "- code: " + "; ".join(f"`{name}` (`{where}`)" for name, where in vllm_locations().items())]
     cause = (bundle.verdict.get("verdict") or {}).get("root_cause")
     if cause:
-        lines.append(f"- root cause: at step {cause['step']}, `{cause['request_id']}` was offered {cause['offered']} "
-                     f"tokens from {cause['start']}; `{bundle.verdict['candidate']}` scheduled {cause['candidate']} "
-                     f"where `{bundle.verdict['reference']}` scheduled {cause['reference']} ({cause['departure']} "
-                     f"vLLM's {cause['decider']} stop)")
+        lines.append(f"- root cause: at step {text(cause['step'])}, {code(cause['request_id'])} was offered "
+                     f"{text(cause['offered'])} tokens from {text(cause['start'])}; {code(bundle.verdict['candidate'])} "
+                     f"scheduled {text(cause['candidate'])} where {code(bundle.verdict['reference'])} scheduled "
+                     f"{text(cause['reference'])} ({text(cause['departure'])} vLLM's {text(cause['decider'])} stop)")
     return "\n".join(lines)
 
 
 def _regression_test(bundle: CrashBundle) -> str:
     if bundle.test is None:
-        return f"```python\n{regression_snippet(bundle)}```"
+        return block(regression_snippet(bundle), "python")
     return (f"It needs only vLLM and pytest (`pytest {TEST_FILE}`): it fails while the bug is there.\n\n"
-            f"<details><summary>{TEST_FILE}</summary>\n\n```python\n{bundle.test}```\n</details>")
+            f"<details><summary>{TEST_FILE}</summary>\n\n{block(bundle.test, 'python')}\n</details>")
 
 
 def issue_body(bundle: CrashBundle) -> str:
@@ -157,12 +164,12 @@ def issue_body(bundle: CrashBundle) -> str:
     body = "\n\n".join(
         [
             _marker(bundle.signature),
-            f"## What diverged\n\n**{v['kind']}**: {v['summary']}\n\n{_facts(bundle)}",
+            f"## What diverged\n\n**{text(v['kind'])}**: {text(v['summary'])}\n\n{_facts(bundle)}",
             f"## In vLLM's terms\n\n{vllm_terms(bundle)}",
             f"## Regression test\n\n{_regression_test(bundle)}",
             f"## Environment\n\n{_environment(bundle)}",
             f"## Minimized scenario\n\n{_scenario_block(bundle)}",
-            f"## Replay with gdnfuzz\n\n```sh\n{replay_command(bundle)}\n```\n"
+            f"## Replay with gdnfuzz\n\n{block(replay_command(bundle), 'sh')}\n"
             "It exits non-zero while the finding reproduces (1: diverged, 4: regressed), 0 once fixed.",
         ]
     )
@@ -171,41 +178,41 @@ def issue_body(bundle: CrashBundle) -> str:
 
 def comment_body(bundle: CrashBundle) -> str:
     """A new occurrence of a signature that already has an open issue."""
-    return "\n\n".join(
+    return capped("\n\n".join(
         [
             _marker(bundle.signature),
-            f"gdnfuzz found this signature again: **{bundle.verdict['kind']}**: {bundle.verdict['summary']}",
+            f"gdnfuzz found this signature again: **{text(bundle.verdict['kind'])}**: {text(bundle.verdict['summary'])}",
             _facts(bundle),
             f"Environment:\n\n{_environment(bundle)}",
             f"<details><summary>Minimized scenario of this occurrence</summary>\n\n{_scenario_block(bundle)}\n"
             "</details>",
-            f"```sh\n{replay_command(bundle)}\n```",
+            block(replay_command(bundle), "sh"),
         ]
-    )
+    ), MAX_BODY)
 
 
 
 def _checked(bundle: CrashBundle, record: dict[str, Any]) -> str:
     """What a verification ran (the candidate, the tries and hits, the canary), and the ranges known."""
-    checked = (f"Checked: {record['candidate']}; {record['hits']} of {record['tries']} tries reproduced; "
-               f"canary: {record.get('canary') or 'not run'}.")
-    rows = lifecycle_rows(bundle.verdict)  # the fixed and regression ranges known so far
+    checked = (f"Checked: {text(record['candidate'])}; {text(record['hits'])} of {text(record['tries'])} tries "
+               f"reproduced; canary: {text(record.get('canary') or 'not run')}.")
+    rows = [(key, text(value)) for key, value in lifecycle_rows(bundle.verdict)]  # the ranges known so far
     return f"{checked}\n\n{_table(rows)}" if rows else checked
 
 
 def fixed_comment(bundle: CrashBundle, record: dict[str, Any]) -> str:
     """The comment that closes a finding's issue: it no longer reproduces, and what was checked."""
-    return "\n\n".join([
+    return capped("\n\n".join([
         _marker(bundle.signature),
         f"gdnfuzz verify-fixed: **no longer reproduces**, closing. {_checked(bundle, record)}",
-        f"```sh\n{replay_command(bundle)}\n```",
-    ])
+        block(replay_command(bundle), "sh"),
+    ]), MAX_BODY)
 
 
 def reopen_comment(bundle: CrashBundle, record: dict[str, Any]) -> str:
     """The comment on reopening a closed finding's issue: its bundle reproduces again."""
-    return "\n\n".join([
+    return capped("\n\n".join([
         _marker(bundle.signature),
         f"gdnfuzz verify-fixed: **reproduces again**, reopening. {_checked(bundle, record)}",
-        f"```sh\n{replay_command(bundle)}\n```",
-    ])
+        block(replay_command(bundle), "sh"),
+    ]), MAX_BODY)

@@ -37,6 +37,6 @@ def candidate_location(policy: Policy, source_root: Path) -> SourceLocation:
         if changed:
             return SourceLocation(_relative(checkout / changed[0].path, source_root), changed[0].line, "changed file")
         scheduler = checkout / CHECKOUT_SCHEDULER_SPLIT
-        return SourceLocation(_relative(scheduler, source_root), split_line(scheduler), "split function")
+        return SourceLocation(_relative(scheduler, source_root), split_line(checkout), "split function")
     file, line = policy.defined_at()
     return SourceLocation(_relative(Path(file), source_root), line, "split function")

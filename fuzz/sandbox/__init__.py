@@ -1,7 +1,10 @@
-"""Candidate code runs in child processes; the process that decides a verdict reads only JSON from them.
+"""Candidate code runs in child processes of its own; the process that decides a verdict runs the
+scheduler, the runner mirror, the audit and the judge, and takes only a candidate's answers from them.
 
-``channel``: a child spoken to in JSON lines, every wait bounded; ``child``: the sandbox child's main
-(loads policies, runs them on a tier); ``executor``: a tier executor that runs calls involving a
-sandboxed policy in its child and turns an exit or a hang there into a fault of that run; ``scope``:
-the deciding scope every command opens (``fuzz.model.placement``).
+``containment``: the keeper around each child (a session of its own, a kill that reaches all it started,
+no writes outside a scratch directory where the kernel allows it); ``channel``: a child spoken to in
+JSON lines, every wait bounded; ``views``: the scheduler and request as a sandboxed split reads them;
+``child``: the sandbox child's main (loads one policy, answers its split calls); ``remote``: the split as
+the deciding process calls it; ``scope``: the deciding scope every process that resolves a user's
+policy opens (``fuzz.model.placement``).
 """

@@ -1,14 +1,18 @@
-"""The sandbox child: ``python -m fuzz.sandbox.child FD`` loads policies and runs them on a tier, for the
-deciding process at the other end of ``FD`` (``fuzz.sandbox.channel``).
+"""The sandbox child: loads one policy and answers its split calls, for the deciding process at the other
+end of its channel (``fuzz.sandbox.channel``; started as ``MODULE FD SYS_PATH_JSON``).
 
 Requests and answers (one JSON object each):
-- ``{"op": "resolve", "spec": S}`` -> ``{"policy": {name, description, checkout, source}}`` or
+- ``{"op": "resolve", "spec": S}`` -> ``{"policy": {"source": [file, line]}}`` or
   ``{"input_error": one line}`` (the policy cannot be used: exit 2 in the parent);
-- ``{"op": "run", "tier": T, "scenario": {...}, "policy": {"spec": S, "follows": [R, m] | null},
-  "reference": R | null}`` -> ``{"run": RunResult.to_dict()}``, ``{"rejected": one line}`` (a
-  configuration vLLM refuses) or ``{"input_error": one line}``.
-Anything else that goes wrong is ``{"failed": one line}``. Invariant: nothing here decides a verdict;
-the parent judges the runs it receives, and an answer that never comes is a fault of the run.
+- ``{"op": "split", "spec": S, "args": [num_new_tokens, local, external], "known": {...}, "ids": {...}}`` ->
+  ``{"value": V}`` (what the split returned, where it is a JSON value), ``{"other": description}`` (it
+  returned something else) or ``{"raised": description}``; while the split runs, reading the scheduler
+  or the request asks the parent (``fuzz.sandbox.views``).
+Anything else that goes wrong is ``{"failed": one line}``.
+
+Invariant: nothing here decides anything. The split gets views of the deciding process's scheduler and
+request (``fuzz.sandbox.views``), and what the parent takes from this process is the split's answer,
+nothing else: the scheduler, the runner mirror, the audit and the judge run in the parent.
 """
 
 from __future__ import annotations
@@ -18,15 +22,17 @@ import os
 import sys
 from typing import Any
 
-from fuzz.errors import ConfigRejected, InputError
-from fuzz.model.policies import Policy, following, load_policy
-from fuzz.model.scenario import Scenario
-from fuzz.sandbox.channel import serve
-from fuzz.tiers import local_executor
+from fuzz.errors import InputError
+from fuzz.model.policies import Policy, describe_value, load_policy
+from fuzz.sandbox.channel import Ask, serve
+from fuzz.sandbox.views import Written, views
 from fuzz.verbosity import follow_environment
 
 follow_environment()  # first in a fork server's preload: before it imports vLLM, whose import warns
+
+MAX_STRING = 200  # a longer string returned is described (and cut), as the contract's message would cut it
 _loaded: dict[str, Policy] = {}
+_written = Written()  # what the split set on the views it was given, kept as long as their objects live
 
 
 def _policy(spec: str) -> Policy:
@@ -35,34 +41,40 @@ def _policy(spec: str) -> Policy:
     return _loaded[spec]
 
 
-def _resolve(request: dict[str, Any]) -> dict[str, Any]:
-    policy = _policy(request["spec"])
-    return {"policy": {"name": policy.name, "description": policy.description, "checkout": policy.checkout,
-                       "source": list(policy.defined_at()) if policy.checkout is None else None}}
+def _resolve(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
+    return {"policy": {"source": list(_policy(request["spec"]).defined_at())}}
 
 
-def _run(request: dict[str, Any]) -> dict[str, Any]:
-    wanted = request["policy"]
-    policy = _policy(wanted["spec"])
-    if wanted.get("follows"):
-        reference_spec, times = wanted["follows"]
-        policy = following(policy, _policy(reference_spec), int(times))
-    reference = _policy(request["reference"]) if request.get("reference") else None
-    scenario = Scenario.from_dict(request["scenario"])
-    return {"run": local_executor(request["tier"]).run(scenario, policy, reference).to_dict()}
-
-
-OPS = {"resolve": _resolve, "run": _run}
-
-
-def handle(request: dict[str, Any]) -> dict[str, Any]:
+def _split(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
+    split = _policy(request["spec"]).split
+    scheduler, vllm_request = views(ask, dict(request["known"]), request["ids"], _written)
     try:
-        return OPS[request["op"]](request)
-    except ConfigRejected as exc:
-        return {"rejected": str(exc)}
+        got = split(scheduler, vllm_request, *request["args"])
+    except BaseException as exc:  # noqa: BLE001 - whatever the split raises is its answer, reported by the parent
+        return {"raised": describe_value(exc)}
+    return answer(got)
+
+
+def answer(got: Any) -> dict[str, Any]:
+    """The split's return value as the parent reads it: the value itself where JSON holds it exactly."""
+    if type(got) in (bool, int, float, type(None)) or (type(got) is str and len(got) <= MAX_STRING):
+        try:
+            json.dumps(got)  # NaN and infinities included (Python's JSON writes and reads them)
+            return {"value": got}
+        except ValueError:  # an int too long to write
+            pass
+    return {"other": describe_value(got)}
+
+
+OPS = {"resolve": _resolve, "split": _split}
+
+
+def handle(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
+    try:
+        return OPS[request["op"]](request, ask)
     except InputError as exc:
         return {"input_error": str(exc)}
-    except Exception as exc:  # noqa: BLE001 - the parent says it in one line (exit 5)
+    except Exception as exc:  # noqa: BLE001 - the parent says it in one line
         return {"failed": f"{type(exc).__name__}: {exc}".splitlines()[0]}
 
 

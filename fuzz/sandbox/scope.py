@@ -1,15 +1,21 @@
-"""The deciding scope: while it is open, this process decides verdicts and runs no policy code but the
-built-ins (``fuzz.model.placement``); every other policy is loaded and run in a sandbox child.
+"""The deciding scope: while it is open, this process runs no policy code but the built-ins
+(``fuzz.model.placement``); every other policy is loaded in a sandbox child of its own, which answers
+its split calls (``fuzz.sandbox.remote``).
 
 ``with deciding(): ...`` wraps every ``gdnfuzz`` subcommand (``fuzz.cli.main``) and the pytest plugin's
-runs. Invariants: a spec is loaded in the child of exactly its own domain (so a module that misbehaves
-once loaded cannot reach the runs of another); a policy that cannot be loaded there (it raises, exits,
-hangs or is not a split) is a :class:`~fuzz.model.policies.PolicyError` naming it, exit 2; the scope's
-children are stopped when it closes; scopes nest (the innermost governs).
+runs; :func:`ambient` opens one for the life of a process that is not a command (a harness worker, the
+reducer, the engine tier's child, a campaign actor, a benchmark, the test session). Invariants: a spec
+is loaded in a child of its own (so a module that misbehaves once loaded cannot reach another's
+answers); a policy that cannot be loaded there (it raises, exits, hangs or is not a split) is a
+:class:`~fuzz.model.policies.PolicyError` naming it, exit 2; the scope's children, and everything they
+started, are gone when it closes (:meth:`DecidingScope.close`, or :func:`stop_children` before a
+command writes its reports); scopes nest (the innermost governs).
 """
 
 from __future__ import annotations
 
+import atexit
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,13 +23,14 @@ from typing import Any
 
 from fuzz.model import placement
 from fuzz.model.deadline import seconds_from_env
-from fuzz.model.policies import Policy, PolicyError, runs_elsewhere
-from fuzz.sandbox.channel import ChildFailed
-from fuzz.sandbox.executor import Domains, SandboxedExecutor
-from fuzz.tiers import Executor
+from fuzz.model.policies import Policy, PolicyError, named
+from fuzz.sandbox.channel import ChildFailed, JsonChild
+from fuzz.sandbox.containment import settle
+from fuzz.sandbox.remote import RemoteSplit
 
 LOAD_TIMEOUT_S = 180.0  # start a child, import the policy (which usually imports vLLM) on a loaded machine
 LOAD_TIMEOUT_ENV = "GDNFUZZ_LOAD_TIMEOUT_S"
+KEPT = 4  # children kept running; an older one is stopped and started again when its policy is next called
 
 
 def load_timeout() -> float:
@@ -32,12 +39,20 @@ def load_timeout() -> float:
 
 
 class DecidingScope:
-    """The :class:`~fuzz.model.placement.Placement` of a deciding process."""
+    """The :class:`~fuzz.model.placement.Placement` of a deciding process: one sandbox child per spec."""
 
     def __init__(self) -> None:
-        self.domains = Domains(load_timeout(), list(sys.path))
-        self.executors: dict[str, SandboxedExecutor] = {}
+        self.sys_path = list(sys.path)
+        self.children: dict[str, JsonChild] = {}  # most recently used last
         self.policies: dict[str, Policy] = {}
+
+    def child(self, spec: str) -> JsonChild:
+        child = self.children.pop(spec, None) or JsonChild(
+            "fuzz.sandbox.child", [json.dumps(self.sys_path)], load_timeout(), forked=True)
+        self.children[spec] = child
+        while len(self.children) > KEPT:
+            self.children.pop(next(iter(self.children))).close()
+        return child
 
     def resolve(self, spec: str) -> Policy:
         if spec not in self.policies:
@@ -45,25 +60,25 @@ class DecidingScope:
         return self.policies[spec]
 
     def _load(self, spec: str) -> Policy:
+        child = self.child(spec)
         try:
-            answer = self.domains.child((spec,)).call({"op": "resolve", "spec": spec}, load_timeout())
+            answer = child.call({"op": "resolve", "spec": spec}, load_timeout())
         except ChildFailed as exc:
             raise PolicyError(f"policy {spec}: the process loading it {exc.how}") from None
         if "policy" not in answer:
+            child.close()
             raise PolicyError(str(answer.get("input_error") or f"policy {spec}: cannot be loaded ({answer})"))
-        found: dict[str, Any] = answer["policy"]
-        source = found.get("source")
-        return Policy(str(found["name"]), spec, runs_elsewhere(spec), str(found.get("description", "")),
-                      found.get("checkout"), elsewhere=True,
-                      source=(str(source[0]), int(source[1])) if source else None)
-
-    def executor(self, tier: str, local: Executor) -> Executor:
-        if tier not in self.executors:
-            self.executors[tier] = SandboxedExecutor(local, self.domains)
-        return self.executors[tier]
+        name, description = named(spec)  # from the spec here: the child says only where it found the split
+        source = answer["policy"].get("source") if isinstance(answer["policy"], dict) else None
+        found = (source[0], source[1]) if isinstance(source, list) and len(source) == 2 and \
+            isinstance(source[0], str) and type(source[1]) is int else (spec.rsplit(":", 1)[0], 1)
+        return Policy(name, spec, _KeptSplit(self, spec), description, sandboxed=True, source=found)
 
     def close(self) -> None:
-        self.domains.close()
+        """Stop every child (each returns once all it started is gone)."""
+        for child in self.children.values():
+            child.close()
+        self.children.clear()
 
     @contextmanager
     def installed(self) -> Iterator[DecidingScope]:
@@ -75,6 +90,19 @@ class DecidingScope:
             placement.uninstall(self)
 
 
+class _KeptSplit(RemoteSplit):
+    """A sandboxed split whose child is the scope's current one for its spec (started again after it was
+    stopped: evicted, or ended by a fault)."""
+
+    def __init__(self, scope: DecidingScope, spec: str):
+        self.scope = scope
+        super().__init__(scope.child(spec), spec)
+
+    def __call__(self, *args: Any) -> Any:
+        self.child = self.scope.child(self.spec)
+        return super().__call__(*args)
+
+
 @contextmanager
 def deciding() -> Iterator[DecidingScope]:
     """Open a deciding scope for the block (module docstring), its children stopped after it."""
@@ -84,3 +112,28 @@ def deciding() -> Iterator[DecidingScope]:
             yield scope
     finally:
         scope.close()
+
+
+_ambient: list[DecidingScope] = []
+
+
+def ambient() -> DecidingScope:
+    """A deciding scope for the rest of this process's life (opened once; its children stopped at exit).
+    Scopes opened later with :func:`deciding` govern inside their blocks."""
+    if not _ambient:
+        scope = DecidingScope()
+        placement.install(scope)
+        atexit.register(scope.close)
+        _ambient.append(scope)
+    return _ambient[0]
+
+
+def stop_children() -> None:
+    """Stop the children of every scope open here, and all they started, then wait for every other keeper
+    below this one (a harness worker's, reparented here by ``fuzz.sandbox.containment.adopting_orphans``) to
+    end, killing what is left (``settle``): before a command writes what it found, nothing a candidate
+    started can still touch it. The next call starts the children again."""
+    for scope in [*_ambient, placement.current()]:
+        if isinstance(scope, DecidingScope):
+            scope.close()
+    settle()

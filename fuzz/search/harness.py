@@ -42,6 +42,8 @@ from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
 from fuzz.oracle.verdict import finding_signature
 from fuzz.report.finding_report import store_finding
+from fuzz.sandbox.channel import fork_here, quiet_children
+from fuzz.sandbox.scope import ambient
 from fuzz.search.coverage import Probes, instrument
 from fuzz.search.folding import KnownBugs
 from fuzz.search.in_flight import InFlight
@@ -213,6 +215,9 @@ def fuzz_split(argv: list[str], settings: RunSettings, probes: Probes) -> None:
     """Fuzz the split target with ``probes`` counting vLLM's coverage; libFuzzer ends the process."""
     import atheris
 
+    quiet_children()  # this worker's stderr is the supervisor's channel: nothing a candidate prints reaches it
+    fork_here()  # vLLM's scheduling code is imported here already: a sandbox child needs no import of its own
+    ambient()  # a user's candidate (or reference) loads and answers in a sandbox child of this worker
     target = FuzzTarget(settings)
     settle_heap()
     starting("loading the corpus")

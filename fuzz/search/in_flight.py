@@ -32,6 +32,15 @@ class InFlight:
         os.pwrite(self.fd, b"\0", 0)
 
 
+def forget_in_flight(worker_dir: Path) -> None:
+    """Clear the record of a worker ended for a reason that is not its input (its next start writes anew)."""
+    try:
+        with open(worker_dir / NAME, "r+b") as f:
+            f.write(b"\0")
+    except OSError:
+        pass
+
+
 def died_on(worker_dir: Path) -> bytes | None:
     """The input a dead worker was running (None: it died between inputs, or left no file)."""
     try:

@@ -159,9 +159,16 @@ class Progress:
         return exit_code_for(self.signatures(), self.worker_crashes > 0)
 
     def startup(self) -> str:
-        """Where start-up went, from the first worker's phases: ``importing ... 6.1s, instrumenting ... 1.5s``."""
+        """Where start-up went, from the first worker's first start: ``importing ... 6.1s, instrumenting ... 1.5s``
+        (a phase of a restart, which begins again, or of one after the first input, is not that start's)."""
         with self.lock:
-            first = [(t, what) for t, worker, what in self.phases if worker == self.phases[0][1]] if self.phases else []
+            first: list[tuple[float, str]] = []
+            for t, worker, what in self.phases:
+                if worker != self.phases[0][1]:
+                    continue
+                if any(what == seen for _, seen in first) or (self.first_input is not None and t > self.first_input):
+                    break
+                first.append((t, what))
             if not first:
                 return ""
             ends = [t for t, _ in first[1:]] + [self.first_input]

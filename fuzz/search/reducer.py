@@ -26,6 +26,8 @@ from pathlib import Path
 
 from fuzz.reduce.minimize import minimize_raw_bundle
 from fuzz.report.finding_report import store_finding
+from fuzz.sandbox.channel import quiet_children
+from fuzz.sandbox.scope import ambient
 from fuzz.search.libfuzzer import REDUCER_READY_LINE, SAVED_LINE
 from fuzz.search.settings import RunSettings
 from fuzz.store.bundle import store_as_found
@@ -48,6 +50,8 @@ def reduce_one(sig: str, raw: Path, settings: RunSettings, seconds: float) -> Pa
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    quiet_children()  # this process's output is the supervisor's channel
+    ambient()  # a user's candidate loads and answers in a sandbox child, never beside the minimizer's judge
     settings = RunSettings.from_env()
     for name in REGISTRY[SCHEDULER_TIER].preload:  # vLLM's scheduling code, before the first job needs it
         importlib.import_module(name)

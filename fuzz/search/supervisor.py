@@ -9,8 +9,10 @@ on stored as a ``worker-crash`` finding).
 
 Invariants:
 - a worker that ends other than by libFuzzer's own end or the supervisor's stop has died, whatever its
-  exit code (a split calling ``os._exit(0)`` exits 0): the input it was running (``fuzz.search.in_flight``)
-  is stored as a finding and counted in the exit code, and the worker restarts if time is left;
+  exit code: the input it was running (``fuzz.search.in_flight``) is stored as a finding and counted in
+  the exit code, and the worker restarts if time is left; a worker the warm server took along when it
+  went away (``fuzz.search.warm.WarmWorker.lost``) did not die of its input: it restarts cold, and
+  nothing is stored or counted;
 - each worker's raw area is its own (``WorkerDirs``), also against another run on the same directories;
 - fuzzing never waits for a finding: each worker stores its findings raw (``crashes/raw/worker-<i>/``)
   and the one reducer process (``fuzz.search.reducer``) minimizes each signature new to this run into
@@ -45,7 +47,7 @@ from fuzz.plural import plural
 from fuzz.report.finding_report import store_finding
 from fuzz.sandbox.channel import describe_exit
 from fuzz.search.artifacts import crash_finding, death
-from fuzz.search.in_flight import died_on
+from fuzz.search.in_flight import died_on, forget_in_flight
 from fuzz.search.libfuzzer import (
     DEFAULT_FLAGS,
     HARNESS_MODULE,
@@ -326,7 +328,7 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
     reducer = Reducer(settings, progress)
     status = StatusLines(progress, out)
 
-    def start(i: int) -> None:
+    def start(i: int, cold: bool = False) -> None:
         flags = [*DEFAULT_FLAGS, *RUN_LIMITS, f"-seed={settings.seed + i + 1000 * restarts}",
                  f"-artifact_prefix={raw}/"]
         limit = clock.worker_limit()
@@ -336,7 +338,8 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
             flags.append(f"-runs={settings.runs}")
         args = [*flags, *settings.libfuzzer, *dirs]
         env = settings.for_worker(worker_dirs.claim(i)).child_env()
-        proc = fork_worker([HARNESS_MODULE, *args], env, os.getcwd()) if settings.target == "split" else None
+        proc = fork_worker([HARNESS_MODULE, *args], env, os.getcwd()) if settings.target == "split" and not cold \
+            else None
         if proc is None:  # no warm server (``gdnfuzz warm``), or it refused: a cold start
             proc = subprocess.Popen(harness_command(args), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                     text=True, env=env, cwd=os.getcwd())
@@ -370,6 +373,11 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
                     del procs[i]
                     progress.retire(i)
                     if stopping or ended_normally(proc.returncode, log):
+                        continue
+                    if isinstance(proc, WarmWorker) and proc.lost:  # the server went, taking it along
+                        forget_in_flight(worker_dirs.claim(i))
+                        status.say(f"worker {i}: the warm server went away; restarting it cold")
+                        start(i, cold=True)
                         continue
                     progress.worker_crashes += 1
                     how = describe_exit(proc.returncode)

@@ -6,13 +6,17 @@ and then forks a worker for each request; ``gdnfuzz run`` asks it for its worker
 when there is no server, or when it refuses. This module is the client side and what both sides share.
 
 Invariants:
-- a forked worker runs the code a cold one would: the server refuses (then exits) once any file of a
-  module it imported changed (size or modification time: a vLLM checkout being edited), and refuses a
-  request whose environment differs from the one it imported vLLM under in a variable that import reads or
-  sets (``ImportEnvironment``), and gives a worker what that import set; one server serves one
-  interpreter (its socket's name is derived from ``sys.executable`` and Python's version);
+- a forked worker runs the code a cold one would: the server refuses a request whose interpreter or
+  import path differs from its own (``CodeKey``: the path a cold worker of the run would have, asked of
+  the interpreter itself, so ``PYTHONPATH``, a relative entry's working directory and ``.pth`` files all
+  count), refuses (then exits) once the content of any file of a module it imported changed
+  (``ImportedFiles``: a stat that changed is checked against the file's hash), and refuses a request
+  whose environment differs from the one it imported vLLM under in a variable that import reads or sets
+  (``ImportEnvironment``), and gives a worker what that import set; one server serves one interpreter
+  (its socket's name is derived from ``sys.executable`` and Python's version);
 - nothing depends on a server: one that cannot be reached, answers badly or refuses is a cold start,
-  never an error;
+  never an error; one that goes away while its worker runs (:attr:`WarmWorker.lost`) takes that worker
+  with it, and the run starts the worker again cold, never counting it as a crash;
 - a worker forked for a run gets that run's arguments, environment, working directory and standard
   streams, and its exit status reaches the run as a cold worker's would (a negative signal number if
   it was killed);
@@ -77,22 +81,91 @@ class ImportEnvironment:
         return {**env, **self.set_by_import}
 
 
-def file_stamps(paths: list[str]) -> dict[str, tuple[int, int]]:
-    """Each file's (size, modification time in ns); a file that is gone is (-1, -1)."""
-    stamps = {}
-    for path in paths:
+@dataclass(frozen=True)
+class CodeKey:
+    """What decides which code a worker imports, besides its environment's other variables: the interpreter
+    (its real path and version) and the import path (``sys.path``) it starts with."""
+
+    interpreter: str
+    sys_path: tuple[str, ...]
+
+    @classmethod
+    def here(cls) -> CodeKey:
+        """This process's (the server's, taken before anything changes its import path)."""
+        return cls(_interpreter(), tuple(sys.path))
+
+    @classmethod
+    def cold(cls, env: dict[str, str], cwd: str) -> CodeKey | None:
+        """A cold worker's, as this interpreter starts with ``env`` in ``cwd`` (asked of it: ``PYTHONPATH``,
+        a relative entry's directory, ``.pth`` files); None if it cannot say."""
         try:
-            st = os.stat(path)
-            stamps[path] = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            stamps[path] = (-1, -1)
-    return stamps
+            done = subprocess.run(python_command("-c", "import json, sys; print(json.dumps(sys.path))"), env=env,
+                                  cwd=cwd, capture_output=True, text=True, timeout=COLD_PATH_TIMEOUT_S, check=True)
+            path = json.loads(done.stdout)
+        except (OSError, subprocess.SubprocessError, ValueError):
+            return None
+        return cls(_interpreter(), tuple(map(str, path)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"interpreter": self.interpreter, "sys_path": list(self.sys_path)}
+
+    def difference(self, asked: Any) -> str | None:
+        """What differs from a request's key (``to_dict``), in words; None if nothing."""
+        if not isinstance(asked, dict):
+            return "it did not say which interpreter and import path its workers start with"
+        if asked.get("interpreter") != self.interpreter:
+            return f"its interpreter ({asked.get('interpreter')}) is not this server's ({self.interpreter})"
+        if asked.get("sys_path") != list(self.sys_path):
+            theirs = asked.get("sys_path") if isinstance(asked.get("sys_path"), list) else []
+            first = next((str(p) for p in theirs if p not in self.sys_path), None)
+            return ("its import path is not the one this server imported under"
+                    + (f" ({first} is not on this server's)" if first else " (PYTHONPATH or its order differs)"))
+        return None
 
 
-def changed_files(stamps: dict[str, tuple[int, int]]) -> list[str]:
-    """The files whose stamp is no longer the one taken (``file_stamps``)."""
-    now = file_stamps(list(stamps))
-    return [path for path, stamp in stamps.items() if now[path] != stamp]
+def _interpreter() -> str:
+    return f"{os.path.realpath(sys.executable)} {sys.version.split()[0]}"
+
+
+COLD_PATH_TIMEOUT_S = 60.0
+
+
+class ImportedFiles:
+    """The files of the modules a server imported, each with a stat and its content's hash, taken at start.
+
+    Invariant: :meth:`changed` names a file exactly when its content (or its presence) is no longer what
+    was imported: a stat that differs (size, times, inode) is checked against the hash, so a file touched
+    or rewritten with the same bytes is not a change, and one rewritten with the same size and time is."""
+
+    def __init__(self, paths: list[str]):
+        self.stamps = {path: _stamp(path) for path in paths}
+        self.digests = {path: _digest(path) for path in paths}
+
+    def changed(self) -> str | None:
+        for path, stamp in self.stamps.items():
+            now = _stamp(path)
+            if now == stamp:
+                continue
+            if _digest(path) != self.digests[path]:
+                return path
+            self.stamps[path] = now
+        return None
+
+
+def _stamp(path: str) -> tuple[int, ...] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev
+
+
+def _digest(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return None
 
 
 def _connect(path: Path, timeout: float) -> socket.socket | None:
@@ -125,11 +198,17 @@ def ask(message: dict[str, Any], path: Path | None = None, timeout: float = 5.0,
 class WarmWorker:
     """A worker the server forked: the part of ``subprocess.Popen`` the run's supervisor uses (``pid``,
     ``stderr``, ``poll``, ``wait``, ``terminate``, ``kill``, ``returncode``). Its exit status comes from
-    the server, which is its parent; if the server is gone, the worker is taken as killed."""
+    the server, which is its parent; if the server goes away first, the worker is killed with its process
+    group and :attr:`lost` is set: the run starts it again cold (its end says nothing of its input)."""
 
     def __init__(self, sock: socket.socket, pid: int, stderr: IO[str]):
         self.sock, self.pid, self.stderr = sock, pid, stderr
         self.returncode: int | None = None
+        self.lost = False
+        try:
+            self.pidfd: int | None = os.pidfd_open(pid)  # the worker itself, whatever reuses its pid later
+        except OSError:
+            self.pidfd = None
 
     def poll(self) -> int | None:
         if self.returncode is None and select.select([self.sock], [], [], 0)[0]:
@@ -147,9 +226,22 @@ class WarmWorker:
     def _read_exit(self) -> None:
         try:
             self.returncode = int(json.loads(self.sock.recv(MESSAGE_BYTES))["exit"])
-        except (OSError, ValueError, KeyError, TypeError):
-            self.returncode = -signal.SIGKILL  # the server died with it, or said nothing that makes sense
+        except (OSError, ValueError, KeyError, TypeError):  # the server went away, or said nothing that makes sense
+            self.lost = True
+            self._kill_group()
+            self.returncode = -signal.SIGKILL
         self.sock.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+    def _kill_group(self) -> None:
+        """Kill the orphaned worker and its process group, if the worker is still the process it was."""
+        if self.pidfd is None or select.select([self.pidfd], [], [], 0)[0]:
+            return  # it has ended (or cannot be told apart from a later process with its pid)
+        with contextlib.suppress(OSError):
+            os.killpg(self.pid, signal.SIGKILL)
+        select.select([self.pidfd], [], [], 5.0)
 
     def send_signal(self, sig: int) -> None:
         if self.returncode is None:
@@ -167,10 +259,16 @@ def fork_worker(argv: list[str], env: dict[str, str], cwd: str) -> WarmWorker | 
     """A harness worker forked by the server with these arguments (``sys.argv`` as the harness gets it),
     environment and working directory, its stderr a pipe to us; None (start it cold) if no server
     forked one."""
+    if not socket_path().exists():
+        return None  # no server: a cold start, without asking the interpreter for its import path
+    code = CodeKey.cold(env, cwd)
+    if code is None:
+        return None
     read_end, write_end = os.pipe()
     devnull = os.open(os.devnull, os.O_RDWR)
     try:
-        answered = ask({"fork": {"argv": argv, "env": env, "cwd": cwd}}, fds=[devnull, devnull, write_end])
+        answered = ask({"fork": {"argv": argv, "env": env, "cwd": cwd, "code": code.to_dict()}},
+                       fds=[devnull, devnull, write_end])
     finally:
         os.close(write_end)
         os.close(devnull)

@@ -32,18 +32,19 @@ from fuzz.search import harness
 from fuzz.search.coverage import Probes
 from fuzz.search.generate import random_scenario
 from fuzz.search.settings import RunSettings
-from fuzz.search.warm import MESSAGE_BYTES, ImportEnvironment, changed_files, file_stamps
+from fuzz.search.warm import MESSAGE_BYTES, CodeKey, ImportedFiles, ImportEnvironment
 from fuzz.tiers import executor_for
 
 POLL_S = 0.5
 
 
 class Server:
-    def __init__(self, path: Path, idle: float, probes: Probes, ready_s: float, environment: ImportEnvironment):
+    def __init__(self, path: Path, idle: float, probes: Probes, ready_s: float, environment: ImportEnvironment,
+                 code: CodeKey | None = None):
         self.path, self.idle, self.probes, self.ready_s = path, idle, probes, ready_s
-        self.environment = environment
-        self.imported = file_stamps(sorted({f for m in list(sys.modules.values())
-                                            if isinstance(f := getattr(m, "__file__", None), str)}))
+        self.environment, self.code = environment, code or CodeKey.here()
+        self.imported = ImportedFiles(sorted({f for m in list(sys.modules.values())
+                                              if isinstance(f := getattr(m, "__file__", None), str)}))
         self.children: dict[int, socket.socket | None] = {}  # worker pid -> its run's connection, while open
         self.serving, self.since, self.last_request = True, time.time(), time.monotonic()
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -102,10 +103,13 @@ class Server:
         conn.close()
 
     def _refusal(self, fork: dict[str, Any]) -> str | None:
-        changed = changed_files(self.imported)
+        changed = self.imported.changed()
         if changed:
-            self._stop_serving(f"{changed[0]} changed since it was imported")
-            return f"{changed[0]} changed since it was imported"
+            self._stop_serving(f"{changed} changed since it was imported")
+            return f"{changed} changed since it was imported"
+        other_code = self.code.difference(fork.get("code"))
+        if other_code is not None:
+            return other_code
         differs = self.environment.difference(fork["env"])
         if differs is not None:
             return f"its {differs} is not the one vLLM was imported under"
@@ -202,12 +206,13 @@ def warm_up() -> None:
 
 
 def main(argv: list[str]) -> None:
-    started, before = time.monotonic(), dict(os.environ)
+    started, before, code = time.monotonic(), dict(os.environ), CodeKey.here()
     probes = harness.prepare()
     harness.starting("running a few scenarios: vLLM's first configuration builds")
     warm_up()
     harness.settle_heap()
-    Server(Path(argv[1]), float(argv[2]), probes, time.monotonic() - started, ImportEnvironment.since(before)).serve()
+    Server(Path(argv[1]), float(argv[2]), probes, time.monotonic() - started, ImportEnvironment.since(before),
+           code).serve()
 
 
 if __name__ == "__main__":

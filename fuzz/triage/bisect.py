@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.errors import ConfigRejected, InputError
-from fuzz.model.policies import resolve_policy
 from fuzz.model.revision import RevisionError, first_parent_range, resolve, subject
 from fuzz.store.bundle import CrashBundle
 from fuzz.triage.candidate import MODES, at_revision
-from fuzz.triage.verify import trial
+from fuzz.triage.verify import reference_of, trial
 
 Probe = Callable[[int], str]  # index into the history -> "changed" / "unchanged" / "skipped"
 
@@ -95,11 +94,12 @@ class BisectResult:
 
 
 def bisect(bundle: CrashBundle, checkout: Path, good: str, bad: str, fixed: bool = False, mode: str = "split",
-           log: Callable[[str], None] = lambda _: None) -> BisectResult:
-    """Bisect ``bundle``'s finding over ``checkout``'s history between ``good`` and ``bad`` (module docstring)."""
+           log: Callable[[str], None] = lambda _: None, reference_spec: str | None = None) -> BisectResult:
+    """Bisect ``bundle``'s finding over ``checkout``'s history between ``good`` and ``bad`` (module docstring),
+    judged against ``reference_spec`` (default the bundle's own, if built in: ``fuzz.triage.verify.reference_of``)."""
     if mode not in MODES:
         raise InputError(f"--mode: expected one of {', '.join(MODES)}, got {mode!r}")
-    resolve_policy(bundle.verdict["reference"])  # a bad reference is the bundle's fault, not a revision's
+    reference = reference_of(bundle, reference_spec)  # a bad reference is the bundle's fault, not a revision's
     good_sha, bad_sha = resolve(checkout, good), resolve(checkout, bad)
     old, new = (bad_sha, good_sha) if fixed else (good_sha, bad_sha)
     history = first_parent_range(checkout, old, new)
@@ -116,7 +116,7 @@ def bisect(bundle: CrashBundle, checkout: Path, good: str, bad: str, fixed: bool
         try:
             with at_revision(checkout, sha, mode) as candidate:
                 try:
-                    got = trial(bundle, candidate.policy, "sim")
+                    got = trial(bundle, candidate.policy, "sim", reference)
                 except ConfigRejected:
                     raise
                 except InputError as exc:  # the revision's branch refused to start on the installed vLLM

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fuzz.model.policies import Policy, resolve_policy
+from fuzz.model.policies import Policy, named_in_data, resolve_policy
 from fuzz.model.result import ConfirmState, PoisonVerdict, VerdictStatus
 from fuzz.model.scenario import Scenario, load_scenario
 from fuzz.oracle.differential import replay
@@ -35,13 +35,19 @@ from fuzz.tiers import Executor, executor_for
 INPUTS = ("scenario.json", "original.json")  # a bundle's minimized input first, then what the fuzzer found
 
 
-def confirm_bundle(bundle: Path, tier: str = "engine", executor: Executor | None = None) -> ConfirmState:
+def confirm_bundle(bundle: Path, tier: str = "engine", executor: Executor | None = None,
+                   candidate_spec: str | None = None, reference_spec: str | None = None) -> ConfirmState:
     """Re-run ``bundle`` on ``tier`` (or on ``executor``, one already warm), write the outcome into its
-    verdict.json, and return the state."""
+    verdict.json, and return the state. The policies are ``candidate_spec`` and ``reference_spec`` where
+    given (the command line, a campaign's settings), else the ones the verdict names if they are built in
+    (a policy a file names is never loaded: ``fuzz.model.policies.named_in_data``)."""
     bundle = Path(bundle)
     verdict = load_verdict(bundle / "verdict.json")
+    where = bundle / "verdict.json"
+    candidate_spec = candidate_spec or named_in_data(verdict["candidate"], f"{where}: candidate", "--candidate")
+    reference_spec = reference_spec or named_in_data(verdict["reference"], f"{where}: reference", "--reference")
     executor = executor or executor_for(tier)
-    candidate = resolve_policy(verdict["candidate"])
+    candidate = resolve_policy(candidate_spec)
 
     @functools.cache
     def scenario_of(name: str) -> Scenario:  # each input is read once, and only if a tier needs it
@@ -61,7 +67,7 @@ def confirm_bundle(bundle: Path, tier: str = "engine", executor: Executor | None
     if outcome.verdict == "unsupported" and tier == "engine":
         # the minimized scenario may show the kernel tier nothing (or be unsupported there) where the
         # original input shows it a bad resume or a named slot
-        reference = resolve_policy(verdict["reference"])
+        reference = resolve_policy(reference_spec)
         for name in INPUTS:
             state, evidence["fallback"] = _confirm_on_kernels(scenario_of(name), candidate, reference, name)
             if state != ConfirmState.INCONCLUSIVE:

@@ -2,7 +2,9 @@
 
 A bundle says its candidate, reference and class; a scenario file is judged under the candidate and
 reference given, by default the policy its ``expect`` says diverges or regresses there (the canary
-``naive`` and ``vllm`` itself last) against ``vllm``. Either way the scenario is replayed on the sim tier, whose scheduler the test rebuilds.
+``naive`` and ``vllm`` itself last) against ``vllm``. A policy the file names is taken only where it is a
+built-in name (``fuzz.model.policies.named_in_data``): any other is code, and a file never runs code;
+``--candidate`` / ``--reference`` give it. Either way the scenario is replayed on the sim tier, whose scheduler the test rebuilds.
 
 Invariant: the test is written for what the replay shows now: a scenario with nothing to show under
 those policies is refused (exit 2) rather than exported as a test that proves nothing.
@@ -13,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fuzz.errors import InputError
-from fuzz.model.policies import resolve_policy
+from fuzz.model.policies import named_in_data, resolve_policy
 from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import load_scenario
 from fuzz.oracle.differential import replay
@@ -32,13 +34,15 @@ def finding_of(path: Path, candidate: str | None = None, reference: str | None =
     if (path / "verdict.json").is_file():
         bundle = load_bundle(path)
         scenario, fail_on = bundle.scenario, FailOn(bundle.verdict.get("class") or ANY)
-        candidate, reference = candidate or bundle.verdict["candidate"], reference or bundle.verdict["reference"]
+        verdict = path / "verdict.json"
+        candidate = candidate or named_in_data(bundle.verdict["candidate"], f"{verdict}: candidate", "--candidate")
+        reference = reference or named_in_data(bundle.verdict["reference"], f"{verdict}: reference", "--reference")
     else:
         scenario, notes = load_scenario(path)
         fail_on = FailOn(ANY)
         expect = notes.get("expect", {})
         shown = sorted((p for p, status in expect.items() if status in SHOWN), key=lambda p: p in CANARIES)
-        candidate = candidate or (shown[0] if shown else "vllm")
+        candidate = candidate or (named_in_data(shown[0], f"{path}: expect", "--candidate") if shown else "vllm")
         reference = reference or "vllm"
     cand, ref = resolve_policy(candidate), resolve_policy(reference)
     replayed = replay(scenario, cand, ref, SCHEDULER_TIER)

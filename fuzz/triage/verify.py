@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.errors import ExitCode, GdnfuzzError, InputError
-from fuzz.model.policies import Policy, resolve_policy
+from fuzz.model.policies import Policy, named_in_data, resolve_policy
 from fuzz.model.result import VerdictStatus
 from fuzz.oracle.differential import replay
 from fuzz.oracle.verdict import FailOn, class_of_signature, finding_class, finding_signature
@@ -67,10 +67,17 @@ def counted_class(bundle: CrashBundle) -> FailOn:
     return FailOn(bundle.verdict.get("class") or class_of_signature(bundle.signature).name)
 
 
-def trial(bundle: CrashBundle, policy: Policy, tier: str | None = None) -> Trial:
-    """The bundle's minimized scenario once under ``policy`` against its reference, judged."""
+def reference_of(bundle: CrashBundle, given: str | None = None) -> Policy:
+    """The reference a bundle is replayed against: ``given`` (the command line), else the one its verdict
+    names if that is built in (a policy a file names is never loaded: ``fuzz.model.policies.named_in_data``)."""
+    return resolve_policy(given or named_in_data(bundle.verdict["reference"], f"{bundle.path / 'verdict.json'}: "
+                                                 "reference", "--reference"))
+
+
+def trial(bundle: CrashBundle, policy: Policy, tier: str | None = None, reference: Policy | None = None) -> Trial:
+    """The bundle's minimized scenario once under ``policy`` against ``reference`` (its own by default), judged."""
     scenario = bundle.scenario
-    replayed = replay(scenario, policy, resolve_policy(bundle.verdict["reference"]), tier or bundle.verdict["tier"],
+    replayed = replay(scenario, policy, reference or reference_of(bundle), tier or bundle.verdict["tier"],
                       causes=False)
     sig = finding_signature(replayed.verdict, scenario, replayed.candidate, counted_class(bundle))
     return Trial(sig, replayed.verdict.status, tuple(replayed.verdict.notes))
@@ -89,7 +96,7 @@ def classify(tries: int, hits: int, undecided: list[str], canary_caught: bool | 
     return "fixed", ""
 
 
-def canary_check(bundle: CrashBundle, tier: str) -> tuple[bool | None, str]:
+def canary_check(bundle: CrashBundle, tier: str, reference: Policy) -> tuple[bool | None, str]:
     """Whether a wrong slot would show in this bundle's configuration: on the engine and kernel tiers
     their canary (a deliberately corrupted slot); on the sim tier, for a correctness bundle, the
     ``naive`` split (it ends chunks anywhere) must diverge on the same scenario, so the scenario does
@@ -100,23 +107,26 @@ def canary_check(bundle: CrashBundle, tier: str) -> tuple[bool | None, str]:
         return caught, EXACT_STATES if caught is None else ("caught" if caught else "missed")
     if finding_class(counted_class(bundle)).exact_on_sim:
         return None, EXACT_STATES
-    naive = replay(bundle.scenario, resolve_policy("naive"), resolve_policy(bundle.verdict["reference"]), "sim")
+    naive = replay(bundle.scenario, resolve_policy("naive"), reference, "sim")
     if naive.verdict.status == VerdictStatus.DIVERGED:
         return True, "caught: the naive split diverges on this scenario"
     return False, "missed: the naive split does not diverge on this scenario"
 
 
-def verify_bundle(bundle: CrashBundle, candidate: Candidate, tries: int, tier: str | None = None) -> dict[str, Any]:
-    """The verification record of ``bundle`` against ``candidate`` (``fuzz.store.bundle``'s format)."""
+def verify_bundle(bundle: CrashBundle, candidate: Candidate, tries: int, tier: str | None = None,
+                  reference: str | None = None) -> dict[str, Any]:
+    """The verification record of ``bundle`` against ``candidate`` (``fuzz.store.bundle``'s format), its reference
+    ``reference`` where given (``reference_of``)."""
     tier = tier or bundle.verdict["tier"]
-    trials = [trial(bundle, candidate.policy, tier) for _ in range(tries)]
+    against = reference_of(bundle, reference)
+    trials = [trial(bundle, candidate.policy, tier, against) for _ in range(tries)]
     hits = sum(t.hit for t in trials)
     undecided = [f"try {i + 1}: {t.status}: {'; '.join(t.notes) or 'no notes'}"
                  for i, t in enumerate(trials) if t.undecided]
     caught: bool | None = None
     canary = None
     if not hits and not undecided:
-        caught, canary = canary_check(bundle, tier)
+        caught, canary = canary_check(bundle, tier, against)
     status, reason = classify(tries, hits, undecided, caught)
     return {"candidate": candidate.label, "status": status, "tries": tries, "hits": hits, "tier": tier,
             "canary": canary, "signatures": sorted({t.signature for t in trials if t.hit}),
@@ -158,7 +168,7 @@ def bundles_in(paths: list[Path], with_issue: bool = False) -> list[Path]:
 
 def verify_store(bundles: list[Path], candidate: Candidate, tries: int, tier: str | None = None,
                  repo: str | None = None, api_url: str | None = None,
-                 log: Callable[[Outcome], None] = lambda _: None) -> list[Outcome]:
+                 log: Callable[[Outcome], None] = lambda _: None, reference: str | None = None) -> list[Outcome]:
     """Verify each bundle against ``candidate`` once (recorded under its key), then, with ``repo``,
     close or reopen its issue once (recorded under the same key); a failure is that bundle's alone.
     ``log`` is told each outcome as it is known."""
@@ -166,7 +176,7 @@ def verify_store(bundles: list[Path], candidate: Candidate, tries: int, tier: st
         raise InputError(f"--tries: expected at least 1, got {tries}")
     outcomes = []
     for path in bundles:
-        outcome = _verify_one(path, candidate, tries, tier)
+        outcome = _verify_one(path, candidate, tries, tier, reference)
         if repo is not None and outcome.record is not None and outcome.issue is None:
             try:
                 outcome.issue, outcome.issue_now = sync_issue(path, repo, outcome.record, api_url), True
@@ -178,14 +188,14 @@ def verify_store(bundles: list[Path], candidate: Candidate, tries: int, tier: st
     return outcomes
 
 
-def _verify_one(path: Path, candidate: Candidate, tries: int, tier: str | None) -> Outcome:
+def _verify_one(path: Path, candidate: Candidate, tries: int, tier: str | None, reference: str | None) -> Outcome:
     """One bundle's verification, recorded; a bundle that cannot be read or run is an Outcome with its error."""
     try:
         bundle = load_bundle(path)
         record = (bundle.verdict.get("verifications") or {}).get(candidate.key)
         if record is not None:
             return Outcome(path, bundle.signature, record, True, record.get("issue"))
-        record = verify_bundle(bundle, candidate, tries, tier)
+        record = verify_bundle(bundle, candidate, tries, tier, reference)
         fixed_in = None
         if record["status"] == "fixed":
             fixed_in = {"candidate": candidate.label, "revision": candidate.revision,

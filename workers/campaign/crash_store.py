@@ -33,6 +33,7 @@ from fuzz.oracle.verdict import class_of_signature
 from fuzz.reduce.minimize import minimize_raw_bundle
 from fuzz.report.finding_report import store_finding
 from fuzz.report.github import file_issue
+from fuzz.sandbox.scope import ambient
 from fuzz.search.artifacts import crash_finding
 from fuzz.store.atomic import sweep_leftovers
 from fuzz.store.bundle import count_occurrence, load_verdict, store_as_found, sync_counts, update_verdict
@@ -95,6 +96,13 @@ def raw_signatures(config: CampaignConfig) -> dict[str, Path]:
     for verdict in sorted(config.raw.glob("*/*/verdict.json")):
         found.setdefault(verdict.parent.name, verdict.parent)
     return found
+
+
+def minimize_sandboxed(*args: Any) -> Any:
+    """``minimize_raw_bundle`` as a Ray task: in its worker, a user's candidate loads and answers in a sandbox
+    child (``fuzz.sandbox.scope.ambient``), never beside the minimizer's judge."""
+    ambient()
+    return minimize_raw_bundle(*args)
 
 
 def store_unminimized(config: CampaignConfig) -> list[str]:
@@ -246,7 +254,7 @@ class CrashStoreActor:
             if seconds < MIN_MINIMIZE_SECONDS:
                 self._store(sig, Path(self.s.seen[sig]), "no time left to minimize: stored as found")
                 continue
-            task = ray.remote(minimize_raw_bundle).options(num_cpus=0, max_retries=MINIMIZE_RETRIES)
+            task = ray.remote(minimize_sandboxed).options(num_cpus=0, max_retries=MINIMIZE_RETRIES)
             run = self.config.run
             self.s.minimizing[sig] = task.remote(self.s.seen[sig], sig, run.candidate, run.reference, seconds,
                                                  run.fail_on)

@@ -21,5 +21,6 @@ def verify_fixed_task(config: CampaignConfig) -> list[str]:
     campaign start, it only works after a new vLLM is installed. With ``file_issues`` (and not a dry
     run) fixed issues are closed and returning ones reopened."""
     repo = None if config.dry_run_issues else config.file_issues
-    outcomes = verify_store(bundles_in([config.crashes]), from_spec("vllm"), config.verify_tries, "sim", repo)
+    outcomes = verify_store(bundles_in([config.crashes]), from_spec("vllm"), config.verify_tries, "sim", repo,
+                            reference=config.run.reference)  # the campaign's own, never a bundle's
     return [describe(o) for o in outcomes]

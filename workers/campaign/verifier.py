@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from fuzz.sandbox.scope import ambient
 from fuzz.triage.confirm import confirm_bundle
 from workers.campaign.config import CampaignConfig
 from workers.campaign.crash_store import crash_store_named
@@ -22,6 +23,7 @@ class VerifierActor:
     """Pulls bundles from the crash store and confirms each on the engine tier (``fuzz.triage.confirm``)."""
 
     def __init__(self, name: str, config: CampaignConfig, crash_store: str):
+        ambient()  # a user's candidate answers from a sandbox child of this actor, never beside the engine's audit
         self.name, self.config, self.store_name, self._store = name, config, crash_store, None
         self.done = 0
         self._stop = threading.Event()
@@ -45,7 +47,8 @@ class VerifierActor:
             error = None
             try:
                 executor = executor or verification_executor(self.config)
-                state = confirm_bundle(Path(bundle), self.config.verify_tier, executor)
+                state = confirm_bundle(Path(bundle), self.config.verify_tier, executor, self.config.run.candidate,
+                                       self.config.run.reference)  # the campaign's own, never the bundle's
             except Exception as exc:  # a bad bundle, an engine error, a refused write: recorded, never a silent pass
                 state, error = "inconclusive", f"{type(exc).__name__}: {exc}"
             # not waited for: a crash store that misses it leases the bundle again (it stays unconfirmed on disk)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from fuzz.interpreter import python_command
 from fuzz.model.deadline import deadline_seconds
-from fuzz.model.policies import Policy, resolve_policy
+from fuzz.model.policies import CandidateGone, Policy, resolve_policy
 from fuzz.model.result import Fault, RequestOutcome, RunResult
 from fuzz.model.scenario import Scenario
 from fuzz.tiers import BaseExecutor
@@ -55,9 +55,13 @@ CHILD_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1
 
 
 def serve(fd: int) -> None:
-    """Child process main loop on socket ``fd``: one EngineSession, one run at a time, until EOF."""
+    """Child process main loop on socket ``fd``: one EngineSession, one run at a time, until EOF. A policy
+    that is not built in is loaded in a sandbox child of this process (``fuzz.sandbox``), never beside the
+    engine and its audit."""
+    from fuzz.sandbox.scope import ambient
     from workers.engine.session import EngineSession
 
+    ambient()
     conn = Connection(fd)
 
     session = EngineSession()
@@ -69,6 +73,9 @@ def serve(fd: int) -> None:
         try:
             policy = None if policy_spec is None else resolve_policy(policy_spec)
             reply = ("ok", session.run(Scenario.from_dict(scenario_dict), policy, canary).to_dict())
+        except CandidateGone as exc:  # the candidate's process ended or hung mid-step: the engine is rebuilt
+            reply = ("fault", {"kind": exc.kind, "detail": exc.detail})
+            session.close()
         except Exception:  # anything vLLM raises is a finding, reported with its traceback
             reply = ("crash", traceback.format_exc())
             session.close()
@@ -138,7 +145,7 @@ class EngineExecutor(BaseExecutor):
                 status, payload = "crash", f"the engine process died (exit code {code})"
             if status == "ok":
                 return RunResult.from_dict(payload)
-            fault = Fault(kind="engine-crash", detail=payload)
+            fault = Fault(**payload) if status == "fault" else Fault(kind="engine-crash", detail=payload)
         return RunResult(tier="engine", policy=name, scenario_id=scenario.scenario_id(), faults=[fault])
 
     def run(self, scenario: Scenario, policy: Policy, reference: Policy | None = None) -> RunResult:

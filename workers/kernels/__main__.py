@@ -33,7 +33,10 @@ from workers.kernels.schedule import ScheduleEntry, read_schedule, write_schedul
 def cmd_schedule(args: argparse.Namespace) -> int:
     from fuzz.model.policies import resolve_policy  # noqa: PLC0415 - vLLM only here
     from fuzz.model.scenario import load_scenario  # noqa: PLC0415
+    from fuzz.sandbox.scope import ambient  # noqa: PLC0415
     from workers.kernels.executor import simulate  # noqa: PLC0415
+
+    ambient()  # a policy named by path loads and answers in a sandbox child
 
     policies = [resolve_policy(p) for p in args.policies.split(",")]
     entries = []

@@ -1,33 +1,44 @@
-"""Whole-branch mode on the sim tier: a checkout's scheduling code in a candidate process of its own.
+"""Whole-branch mode on the sim tier: a checkout's scheduling code in a candidate process of its own,
+driven step by step from the deciding process, which runs everything that judges it.
 
-``BranchRunner(checkout).run(scenario)`` ships the scenario to a child interpreter whose import
-system serves the modules ``fuzz.model.checkout.overlay_modules`` lists (``vllm/v1/core/**``,
+``BranchRunner(checkout).scheduler(...)`` starts (or reuses) a child interpreter whose import system
+serves the modules ``fuzz.model.checkout.overlay_modules`` lists (``vllm/v1/core/**``,
 ``vllm/v1/request.py``, ``vllm/v1/kv_cache_interface.py``) from the checkout instead of the installed
-vLLM (``workers.sim.branch_child``), runs it there on the sim tier under the branch's own split (the
-``vllm`` policy, which reads the split off whatever ``Scheduler`` is imported), and gets the
-``RunResult`` back as JSON over ``fuzz.sandbox.channel`` (never pickle: the branch's code is not trusted).
+vLLM (``workers.sim.branch_child``), builds the branch's ``Scheduler`` there for one run, and returns a
+:class:`RemoteScheduler`: the part of vLLM's ``Scheduler`` the sim tier's loop uses
+(``workers.sim.executor``), answered by the child. Per step, two exchanges: ``schedule`` (the step's
+arrivals, aborts and budget in; the ``SchedulerOutput`` and the split's contract faults out) and
+``update`` (the model runner's sampled and draft tokens in; each request's tokens, progress, status
+and block hashes, and the Mamba group's hash index, out).
 
 Invariants:
-- Isolation: the reference and the truth keep running in the caller on the installed vLLM; no
-  module of the checkout is ever imported into the caller.
+- Isolation: only what the branch's scheduler produced crosses, as JSON (never pickle); the runner
+  mirror, the states, the sampling, the audit, the truth, the reference and the judge run in the
+  deciding process on the installed vLLM, and no module of the checkout is ever imported there. So
+  a branch can change the verdict only through what its scheduler does, never by patching what checks it.
 - The child installs its finder before anything imports vLLM, and never writes bytecode into the
-  checkout.
-- Every wait is bounded: loading the branch by ``fuzz.sandbox.scope.load_timeout``, a run by the tier's deadline plus
-  the sandbox's grace (``fuzz.sandbox.executor.run_bound``).
+  checkout; it is contained (``fuzz.sandbox.containment``).
+- Every wait is bounded: loading the branch by ``fuzz.sandbox.scope.load_timeout``, an exchange by the
+  tier's deadline plus the sandbox's grace (``fuzz.sandbox.remote.run_bound``); the run's own deadline
+  interrupts sooner, and an interrupted exchange ends the child (its answer would come late).
 - A branch that needs something the installed vLLM lacks (a name it imports, a module it expects), or
   whose loading exits or passes its bound, fails at start with :class:`BranchError` (exit 2), one line
-  saying what happened; an exception while a scenario runs is a fault of that run, as on the installed
-  side, and a child that exits or hangs during a run is a ``process-exit`` or ``hang`` fault.
+  saying what happened; an exception its scheduler raises is raised here under its own type name (a fault
+  of the run, as on the installed side), and a child that exits or hangs during a run is
+  :class:`~fuzz.model.policies.CandidateGone` (a ``process-exit`` or ``hang`` fault).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
 from fuzz.errors import ConfigRejected, InputError
 from fuzz.model.deadline import deadline_seconds
-from fuzz.model.result import Fault, RunResult
 from fuzz.model.scenario import Scenario
 from fuzz.sandbox.channel import ChildFailed, JsonChild
-from fuzz.sandbox.executor import run_bound, unanswered
+from fuzz.sandbox.remote import gone, run_bound
 from fuzz.sandbox.scope import load_timeout
 
 
@@ -36,7 +47,7 @@ class BranchError(InputError):
 
 
 class BranchRunner:
-    """The caller's side: one warm child per checkout, started on first use and after it is gone."""
+    """The deciding process's side: one warm child per checkout, started on first use and after it is gone."""
 
     def __init__(self, checkout: str, start_timeout: float | None = None):
         self.checkout = checkout
@@ -51,22 +62,171 @@ class BranchRunner:
             self.child.close()
             raise BranchError(f"branch:{self.checkout}: {ready['error']}")
 
-    def run(self, scenario: Scenario, policy_name: str) -> RunResult:
-        """``scenario`` under the branch's whole scheduling code; a child that never answers is a fault."""
+    def exchange(self, message: dict[str, Any]) -> dict[str, Any]:
+        """One request to the branch's process; its answer, or the exception its scheduler raised there."""
         self._start()
         try:
-            answer = self.child.call({"scenario": scenario.to_dict()}, run_bound(deadline_seconds()))
+            answer = self.child.call(message, run_bound(deadline_seconds()))
         except ChildFailed as exc:
-            return RunResult(tier="sim", policy=policy_name, scenario_id=scenario.scenario_id(),
-                             faults=[unanswered(exc, f"branch:{self.checkout}")])
-        if "run" in answer:
-            result = RunResult.from_dict(answer["run"])
-            result.policy = policy_name
-            return result
+            raise gone(exc, f"branch:{self.checkout}") from None
+        except BaseException:
+            self.child.kill()  # interrupted mid-exchange (the run's deadline): its answer must never be read later
+            raise
         if "rejected" in answer:
             raise ConfigRejected(str(answer["rejected"]))
-        return RunResult(tier="sim", policy=policy_name, scenario_id=scenario.scenario_id(),
-                         faults=[Fault(kind="exception", detail=str(answer.get("error", answer)))])
+        if "raised" in answer:
+            name, message_text = answer["raised"]
+            raise raised_as(str(name), str(message_text))
+        if "error" in answer:
+            raise RuntimeError(str(answer["error"]))
+        return answer
+
+    def scheduler(self, scenario: Scenario, num_blocks: int, external: dict[str, int],
+                  on_violation: Callable[[Any, str], None]) -> RemoteScheduler:
+        """The branch's scheduler for one run of ``scenario`` (a fresh one, empty cache)."""
+        ready = self.exchange({"op": "build", "scenario": scenario.to_dict(), "num_blocks": num_blocks,
+                               "external": external})
+        return RemoteScheduler(self, ready["scheduler"], on_violation)
 
     def close(self) -> None:
         self.child.close()
+
+
+_RAISED: dict[str, type[Exception]] = {}
+
+
+def raised_as(name: str, message: str) -> Exception:
+    """The exception the branch's scheduler raised, as an exception here of a class with the same name
+    (so its fault reads ``ValueError: ...`` as the installed side's would), never the branch's own class."""
+    name = name if name.isidentifier() else "Exception"
+    if name not in _RAISED:
+        _RAISED[name] = type(name, (BranchRaised,), {})
+    return _RAISED[name](message)
+
+
+class BranchRaised(Exception):
+    """An exception raised by the branch's scheduler in its process (subclassed under the original name)."""
+
+
+class ShadowRequest:
+    """A request as the deciding process knows it in whole-branch mode: the prompt it built, and what the
+    branch's scheduler reported since (output tokens, progress, status, block hashes)."""
+
+    def __init__(self, request_id: str, prompt: list[int]):
+        self.request_id = request_id
+        self.prompt_token_ids = list(prompt)
+        self.num_prompt_tokens = len(prompt)
+        self.output_token_ids: list[int] = []
+        self.all_token_ids: list[int] = list(prompt)
+        self.num_computed_tokens = 0
+        self.block_hashes: list[bytes] = []
+        self.status: Any = "WAITING"
+        self.finished = False
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.all_token_ids)
+
+    def is_finished(self) -> bool:
+        return self.finished
+
+    def apply(self, state: dict[str, Any]) -> None:
+        """What the branch reported after a step: ``out`` is [first index, tokens from there on]."""
+        start, tokens = state["out"]
+        del self.output_token_ids[start:]
+        self.output_token_ids += [int(t) for t in tokens]
+        self.all_token_ids = self.prompt_token_ids + self.output_token_ids
+        self.num_computed_tokens = int(state["computed"])
+        self.status = _Status(str(state["status"]))
+        self.finished = bool(state["finished"])
+        self.block_hashes += [bytes.fromhex(h) for h in state["hashes"]]
+
+
+class _Status(str):
+    """A request status as the branch named it (``str()`` gives the name, as vLLM's enum does)."""
+
+
+class RemoteScheduler:
+    """The slice of vLLM's ``Scheduler`` the sim tier's loop uses, answered by the branch's process.
+
+    Arrivals and aborts are sent with the next ``schedule``; the model runner's output is sent at the
+    first read after it (the audit's :meth:`current`, or :meth:`has_requests`), so a step is two
+    exchanges. It is also the run's Mamba hash index (:meth:`current`, as ``MambaHashIndex`` gives it)."""
+
+    def __init__(self, runner: BranchRunner, built: dict[str, Any], on_violation: Callable[[Any, str], None]):
+        self.runner, self.on_violation = runner, on_violation
+        self.hash_block_size = int(built["hash_block_size"])
+        self.use_eagle_block_drop = bool(built["use_eagle_block_drop"])
+        self.kv_cache_config = SimpleNamespace(cache_hit_alignment_tokens=built["cache_hit_alignment_tokens"])
+        self.max_num_scheduled_tokens = 0
+        self.requests: dict[str, ShadowRequest] = {}
+        self.arrivals: list[dict[str, Any]] = []
+        self.aborts: list[str] = []
+        self.pending: dict[str, Any] | None = None  # the runner's output not yet sent
+        self.entries: dict[bytes, tuple[Any, ...]] = {}
+        self.any_requests = False
+
+    def admit(self, request_id: str, prompt: list[int], max_tokens: int) -> ShadowRequest:
+        self.arrivals.append({"id": request_id, "prompt": prompt, "max_tokens": max_tokens})
+        shadow = self.requests[request_id] = ShadowRequest(request_id, prompt)
+        return shadow
+
+    def finish_requests(self, request_id: str, status: Any) -> None:
+        self.aborts.append(request_id)
+
+    def has_requests(self) -> bool:
+        self._flush(sync=True)
+        return self.any_requests
+
+    def schedule(self) -> Any:
+        self._flush()
+        answer = self.runner.exchange({"op": "schedule", "arrivals": self.arrivals, "aborts": self.aborts,
+                                       "budget": self.max_num_scheduled_tokens})
+        self.arrivals, self.aborts = [], []
+        for rid, detail in answer["contract"]:
+            self.on_violation(self.requests[rid], str(detail))
+        return _output(answer["output"])
+
+    def update_from_output(self, output: Any, model_output: Any) -> None:
+        self.pending = {"req_ids": list(model_output.req_ids),
+                        "sampled": [list(map(int, t)) for t in model_output.sampled_token_ids], "drafts": None}
+
+    def update_draft_token_ids(self, drafts: Any) -> None:
+        assert self.pending is not None
+        self.pending["drafts"] = [list(drafts.req_ids), [list(map(int, d)) for d in drafts.draft_token_ids]]
+
+    def current(self) -> dict[bytes, tuple[Any, ...]]:
+        self._flush()
+        return self.entries
+
+    def _flush(self, sync: bool = False) -> None:
+        """Send the runner's pending output (or, with ``sync``, the pending arrivals and aborts) and take in
+        what the branch's scheduler made of it."""
+        if self.pending is None and not (sync and (self.arrivals or self.aborts)):
+            return
+        answer = self.runner.exchange({"op": "update", "runner": self.pending, "arrivals": self.arrivals,
+                                       "aborts": self.aborts})
+        self.pending, self.arrivals, self.aborts = None, [], []
+        for rid, state in answer["requests"].items():
+            self.requests[rid].apply(state)
+        self.entries = {bytes.fromhex(key): tuple(SimpleNamespace(block_id=int(b)) for b in blocks)
+                        for key, blocks in answer["index"]}
+        self.any_requests = bool(answer["has_requests"])
+
+
+def _output(raw: dict[str, Any]) -> SimpleNamespace:
+    """A ``SchedulerOutput`` as the branch's process wrote it, with the attributes the sim's loop reads."""
+    cached = raw["cached"]
+    return SimpleNamespace(
+        finished_req_ids=set(raw["finished"]), preempted_req_ids=set(raw["preempted"]),
+        new_block_ids_to_zero=list(raw["zero"]),
+        kv_cache_block_copies=[SimpleNamespace(src_block_id=s, dst_block_id=d) for s, d in raw["copies"]],
+        kv_connector_metadata=SimpleNamespace(loads=[SimpleNamespace(request_id=r) for r in raw["loads"]]),
+        scheduled_new_reqs=[SimpleNamespace(req_id=r, block_ids=tuple(tuple(g) for g in b), num_computed_tokens=n)
+                            for r, b, n in raw["new"]],
+        scheduled_cached_reqs=SimpleNamespace(
+            req_ids=list(cached["req_ids"]), resumed_req_ids=set(cached["resumed"]),
+            new_block_ids=[None if b is None else tuple(tuple(g) for g in b) for b in cached["new_block_ids"]],
+            num_computed_tokens=list(cached["num_computed_tokens"])),
+        num_scheduled_tokens=dict(raw["num_scheduled"]), scheduled_spec_decode_tokens=dict(raw["spec"]),
+        total_num_scheduled_tokens=int(raw["total"]))

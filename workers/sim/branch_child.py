@@ -1,13 +1,21 @@
 """The candidate process of whole-branch mode (``workers.sim.branch``): the checkout's scheduling code
-served in place of the installed modules, scenarios run on the sim tier under the branch's own split.
+served in place of the installed modules, its ``Scheduler`` driven step by step for the deciding process.
 
-``python -m workers.sim.branch_child FD CHECKOUT``; over ``fuzz.sandbox.channel``: ready is ``{}`` or
-``{"error": one line}``; each ``{"scenario": {...}}`` is answered ``{"run": RunResult}``,
-``{"rejected": one line}`` or ``{"error": one line}``.
+``MODULE FD CHECKOUT`` over ``fuzz.sandbox.channel``: ready is ``{}`` or ``{"error": one line}``; then
+- ``{"op": "build", "scenario", "num_blocks", "external"}`` -> ``{"scheduler": {hash_block_size,
+  use_eagle_block_drop, cache_hit_alignment_tokens}}``: a fresh scheduler of the branch for one run, its
+  own split installed under the contract (``fuzz.model.policies.contract_checked``);
+- ``{"op": "schedule", "arrivals", "aborts", "budget"}`` -> ``{"output": SchedulerOutput as JSON,
+  "contract": [[request id, detail]...]}``;
+- ``{"op": "update", "runner": sampled and draft tokens | null, "arrivals", "aborts"}`` ->
+  ``{"requests": {id: state}, "index": [[hash key hex, [block ids]]...], "has_requests": bool}``;
+an exception the branch raises is ``{"raised": [type name, message]}``, a configuration vLLM refuses
+``{"rejected": one line}``.
 
 Invariant: :class:`CheckoutFinder` is first on ``sys.meta_path`` before anything imports vLLM, so every
 import of an overlaid module (``fuzz.model.checkout.overlay_modules``), by the branch or by the
-installed vLLM, gets the checkout's file; no bytecode is written into the checkout.
+installed vLLM, gets the checkout's file; no bytecode is written into the checkout. Nothing here judges:
+what it sends is what the branch's scheduler produced, and the deciding process checks all of it.
 """
 
 from __future__ import annotations
@@ -23,10 +31,12 @@ from typing import Any
 
 from fuzz.errors import ConfigRejected
 from fuzz.model.checkout import overlay_modules
-from fuzz.model.scenario import Scenario
-from fuzz.sandbox.channel import serve
+from fuzz.sandbox.channel import Ask, serve
 from fuzz.verbosity import follow_environment
 from workers.sim.branch import BranchError
+
+MAMBA_GROUP = 1
+MAX_MESSAGE = 4000  # of an exception the branch raised
 
 
 class CheckoutFinder(importlib.abc.MetaPathFinder):
@@ -59,37 +69,135 @@ def _import_branch(finder: CheckoutFinder) -> None:
                               f"{type(exc).__name__}: {exc}") from None
 
 
-def main(fd: int, checkout: str) -> None:
-    """Overlay the checkout, load the branch (its failure is the ready line), then run scenarios until EOF."""
+class BranchRun:
+    """One run's scheduler of the branch, and what of it was already reported."""
+
+    def __init__(self, request: dict[str, Any]):
+        from fuzz.model.policies import contract_checked, resolve_policy
+        from fuzz.model.scenario import Scenario
+        from workers.sim.hash_index import MambaHashIndex
+        from workers.sim.scheduler import build_scheduler
+
+        knobs = Scenario.from_dict(request["scenario"]).engine
+        external = {str(k): int(v) for k, v in request["external"].items()}
+        self.scheduler = build_scheduler(knobs, int(request["num_blocks"]), kv_connector=bool(external))
+        for rid, tokens in external.items():
+            self.scheduler.connector.hold(rid, tokens)
+        self.violations: list[list[str]] = []
+        split = contract_checked(resolve_policy("vllm").split,
+                                 lambda req, detail: self.violations.append([req.request_id, detail]))
+        self.scheduler._mamba_block_aligned_split = split.__get__(self.scheduler)
+        self.index = MambaHashIndex(self.scheduler.kv_cache_manager.block_pool, MAMBA_GROUP)
+        self.requests: dict[str, Any] = {}
+        self.last_output: Any = None
+        self.reported: dict[str, tuple[int, int]] = {}  # request -> (output tokens, block hashes) sent
+
+    def built(self) -> dict[str, Any]:
+        s = self.scheduler
+        return {"scheduler": {"hash_block_size": s.hash_block_size, "use_eagle_block_drop": s.use_eagle_block_drop,
+                              "cache_hit_alignment_tokens": s.kv_cache_config.cache_hit_alignment_tokens}}
+
+    def admit(self, arrivals: list[dict[str, Any]], aborts: list[str]) -> None:
+        from vllm.sampling_params import SamplingParams
+        from vllm.v1.request import Request, RequestStatus
+
+        from workers.sim.block_hashes import memoized_block_hasher
+
+        hasher = memoized_block_hasher(self.scheduler.hash_block_size,
+                                       self.scheduler.cache_config.prefix_caching_hash_algo)
+        for new in arrivals:
+            params = SamplingParams(max_tokens=int(new["max_tokens"]), temperature=0.0, ignore_eos=True)
+            request = Request(str(new["id"]), [int(t) for t in new["prompt"]], params, None, block_hasher=hasher)
+            self.requests[request.request_id] = request
+            self.scheduler.add_request(request)
+        for rid in aborts:
+            self.scheduler.finish_requests(rid, RequestStatus.FINISHED_ABORTED)
+
+    def schedule(self, request: dict[str, Any]) -> dict[str, Any]:
+        self.admit(request["arrivals"], request["aborts"])
+        self.scheduler.max_num_scheduled_tokens = int(request["budget"])
+        output = self.last_output = self.scheduler.schedule()
+        violations, self.violations = self.violations, []
+        return {"output": _encode_output(output), "contract": violations}
+
+    def update(self, request: dict[str, Any]) -> dict[str, Any]:
+        from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
+
+        runner = request.get("runner")
+        if runner is not None:
+            req_ids = list(runner["req_ids"])
+            self.scheduler.update_from_output(self.last_output, ModelRunnerOutput(
+                req_ids=req_ids, req_id_to_index={rid: i for i, rid in enumerate(req_ids)},
+                sampled_token_ids=runner["sampled"]))
+            if runner["drafts"] is not None:
+                self.scheduler.update_draft_token_ids(DraftTokenIds(*runner["drafts"]))
+        self.admit(request["arrivals"], request["aborts"])
+        return {"requests": {rid: self._state(rid, r) for rid, r in self.requests.items()},
+                "index": [[bytes(key).hex(), [b.block_id for b in blocks]] for key, blocks in self.index.current().items()],
+                "has_requests": self.scheduler.has_requests()}
+
+    def _state(self, rid: str, request: Any) -> dict[str, Any]:
+        sent_out, sent_hashes = self.reported.get(rid, (0, 0))
+        out = list(request.output_token_ids)
+        start = min(sent_out, len(out))
+        hashes = request.block_hashes
+        self.reported[rid] = (len(out), len(hashes))
+        return {"out": [start, out[start:]], "computed": request.num_computed_tokens, "status": str(request.status),
+                "finished": request.is_finished(), "hashes": [bytes(h).hex() for h in hashes[sent_hashes:]]}
+
+
+def _encode_output(output: Any) -> dict[str, Any]:
+    cached = output.scheduled_cached_reqs
+
+    def groups(block_ids: Any) -> list[list[int]] | None:
+        return None if block_ids is None else [list(g) for g in block_ids]
+
+    return {
+        "finished": sorted(output.finished_req_ids), "preempted": sorted(output.preempted_req_ids or ()),
+        "zero": list(output.new_block_ids_to_zero or ()),
+        "copies": [[c.src_block_id, c.dst_block_id] for c in output.kv_cache_block_copies or ()],
+        "loads": [load.request_id for load in getattr(output.kv_connector_metadata, "loads", ())],
+        "new": [[n.req_id, groups(n.block_ids), n.num_computed_tokens] for n in output.scheduled_new_reqs],
+        "cached": {"req_ids": list(cached.req_ids), "resumed": sorted(cached.resumed_req_ids),
+                   "new_block_ids": [groups(b) for b in cached.new_block_ids],
+                   "num_computed_tokens": list(cached.num_computed_tokens)},
+        "num_scheduled": dict(output.num_scheduled_tokens),
+        "spec": {rid: list(t) for rid, t in output.scheduled_spec_decode_tokens.items()},
+        "total": output.total_num_scheduled_tokens,
+    }
+
+
+def main() -> None:
+    """``FD CHECKOUT``: overlay the checkout, load the branch (its failure is the ready line), then drive
+    its scheduler until EOF."""
+    fd, checkout = int(sys.argv[1]), sys.argv[2]
     sys.dont_write_bytecode = True
     follow_environment()  # the parent's vLLM log level, before the branch's vLLM is imported
     finder = CheckoutFinder(Path(checkout))
     sys.meta_path.insert(0, finder)
-    runner: dict[str, Any] = {}
+    state: dict[str, BranchRun] = {}
 
     def ready() -> dict[str, Any]:
         try:
             _import_branch(finder)
         except BranchError as exc:
             return {"error": str(exc)}
-        from fuzz.model.policies import resolve_policy
-        from workers.sim.executor import SimExecutor
-
-        runner.update(executor=SimExecutor(), split=resolve_policy("vllm"))
         return {}
 
-    def handle(request: dict[str, Any]) -> dict[str, Any]:
-        if not runner:
-            return {"error": "the branch did not load"}
+    def handle(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
         try:
-            return {"run": runner["executor"].run(Scenario.from_dict(request["scenario"]), runner["split"]).to_dict()}
+            if request["op"] == "build":
+                state["run"] = BranchRun(request)
+                return state["run"].built()
+            run = state["run"]
+            return run.schedule(request) if request["op"] == "schedule" else run.update(request)
         except ConfigRejected as exc:
             return {"rejected": str(exc)}
-        except Exception as exc:  # noqa: BLE001 - a fault of this run, as on the installed side
-            return {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+        except Exception as exc:  # noqa: BLE001 - what the branch raises is a fault of the run, reported there
+            return {"raised": [type(exc).__name__, str(exc)[:MAX_MESSAGE]]}
 
     serve(fd, ready, handle)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), sys.argv[2])
+    main()

@@ -29,7 +29,7 @@ from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
 from fuzz.model.decision import DisagreementProbe
 from fuzz.model.drive import Drive
 from fuzz.model.knobs import EngineKnobs
-from fuzz.model.policies import Policy, contract_checked
+from fuzz.model.policies import CandidateGone, Policy, contract_checked
 from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, StepRecord
 from fuzz.model.scenario import (
     MAX_CONTEXT,
@@ -42,7 +42,7 @@ from fuzz.model.scenario import (
 from fuzz.model.scenario import Request as ScenarioRequest
 from fuzz.tiers import BaseExecutor
 from workers.sim.block_hashes import memoized_block_hasher
-from workers.sim.branch import BranchRunner
+from workers.sim.branch import BranchRaised, BranchRunner
 from workers.sim.fidelity import check_mirror_fidelity
 from workers.sim.hash_index import MambaHashIndex
 from workers.sim.runner_mirror import PrefillCheckpoints, RunnerMirror, StepWork
@@ -83,6 +83,7 @@ class _Run:
     prefixes: dict[Any, tuple[str, int]] = field(default_factory=dict)  # BlockHash -> preimage (request, tokens)
     indexed: dict[str, int] = field(default_factory=dict)  # request -> block hashes indexed
     step: int = 0  # the scheduler step in progress (a deadline names it)
+    branch: bool = False  # the scheduler is a whole branch's, in its process (``workers.sim.branch``)
 
 
 class SimExecutor(BaseExecutor):
@@ -99,12 +100,9 @@ class SimExecutor(BaseExecutor):
 
     def run(self, scenario: Scenario, policy: Policy, reference: Policy | None = None) -> RunResult:
         """``scenario`` under ``policy``; with a ``reference`` (not a whole branch, nor equal to the policy),
-        the run's first split decision where the two disagree is recorded (``workers.sim.disagreement``)."""
-        if policy.checkout is not None:  # whole-branch mode: the checkout's scheduler, in its own process
-            runner = self._branches.setdefault(policy.checkout, BranchRunner(policy.checkout))
-            return runner.run(scenario, policy.name)
+        the run's first split decision where the two disagree is recorded (``fuzz.model.decision``)."""
         probe = None
-        if reference is not None and reference.checkout is None and reference != policy:
+        if reference is not None and reference.checkout is None and policy.checkout is None and reference != policy:
             probe = DisagreementProbe(policy.split, reference.split)
             policy = replace(policy, split=probe.split)
         knobs = scenario.engine
@@ -114,9 +112,6 @@ class SimExecutor(BaseExecutor):
                 f"engine.num_kv_blocks {knobs.num_kv_blocks} cannot hold the scenario's largest request "
                 f"(needs {required_kv_blocks(scenario)}); vLLM refuses a KV cache smaller than one request")
         external = {r.id: r.external_tokens for r in scenario.requests if r.external_tokens}
-        scheduler = build_scheduler(knobs, num_blocks, kv_connector=bool(external))
-        for rid, tokens in external.items():
-            scheduler.connector.hold(rid, tokens)
         result = RunResult(tier=self.tier, policy=policy.name, scenario_id=scenario.scenario_id())
         if knobs.spec_decode == "eagle":
             result.notes.append("eagle is configured as the target's MTP head (same EAGLE-family split)")
@@ -124,7 +119,23 @@ class SimExecutor(BaseExecutor):
             result.faults.append(Fault(kind="contract", detail=detail, step=len(result.steps),
                                        request_id=request.request_id))
 
-        scheduler._mamba_block_aligned_split = types.MethodType(contract_checked(policy.split, violation), scheduler)
+        if policy.checkout is not None:  # whole-branch mode: the checkout's scheduler, in its own process
+            runner = self._branches.setdefault(policy.checkout, BranchRunner(policy.checkout))
+            try:
+                scheduler: Any = runner.scheduler(scenario, num_blocks, external, violation)
+            except (CandidateGone, BranchRaised) as exc:  # its process ended, hung, or its scheduler raised
+                kind, detail = (exc.kind, exc.detail) if isinstance(exc, CandidateGone) else \
+                    ("exception", f"{type(exc).__name__}: {exc}")
+                result.faults.append(Fault(kind=kind, detail=detail, step=0))
+                return result
+            hasher, hash_index = None, scheduler
+        else:
+            scheduler = build_scheduler(knobs, num_blocks, kv_connector=bool(external))
+            for rid, tokens in external.items():
+                scheduler.connector.hold(rid, tokens)
+            scheduler._mamba_block_aligned_split = types.MethodType(contract_checked(policy.split, violation),
+                                                                    scheduler)
+            hasher, hash_index = _hasher(scheduler), MambaHashIndex(scheduler.kv_cache_manager.block_pool, MAMBA_GROUP)
         run = _Run(
             scenario=scenario,
             scheduler=scheduler,
@@ -132,8 +143,9 @@ class SimExecutor(BaseExecutor):
             result=result,
             drive=Drive(scenario, limit),
             specs={r.id: r for r in scenario.requests},
-            hasher=_hasher(scheduler),
-            hash_index=MambaHashIndex(scheduler.kv_cache_manager.block_pool, MAMBA_GROUP),
+            hasher=hasher,
+            hash_index=hash_index,
+            branch=policy.checkout is not None,
         )
         try:
             with run_deadline():
@@ -141,11 +153,14 @@ class SimExecutor(BaseExecutor):
         except DeadlineExceeded:
             result.faults.append(Fault(kind="hang", detail=f"the run passed its {deadline_seconds():g} s deadline "
                                        f"in step {run.step}", step=run.step))
+        except CandidateGone as exc:  # a sandboxed split's process ended or hung: a fault of the run, this step
+            result.faults.append(Fault(kind=exc.kind, detail=exc.detail, step=run.step))
         except Exception as exc:  # anything vLLM raises mid-run is a finding, not a crash of ours
             result.faults.append(Fault(kind="exception", detail=f"{type(exc).__name__}: {exc}",
                                        step=len(result.steps)))
         self._collect(run)
-        release_scheduler(scheduler)
+        if not run.branch:
+            release_scheduler(scheduler)
         if probe is not None:
             result.disagreement = probe.disagreement(result)
         return result
@@ -221,10 +236,13 @@ class SimExecutor(BaseExecutor):
         said = {rid: req.output_token_ids for rid, req in run.vllm_requests.items()}
         for spec in arrivals:
             prompt = prompt_tokens(run.scenario, spec, said)
-            params = SamplingParams(max_tokens=spec.max_tokens, temperature=0.0, ignore_eos=True)
-            request = Request(spec.id, prompt, params, None, block_hasher=run.hasher)
+            if run.branch:
+                request = run.scheduler.admit(spec.id, prompt, spec.max_tokens)
+            else:
+                params = SamplingParams(max_tokens=spec.max_tokens, temperature=0.0, ignore_eos=True)
+                request = Request(spec.id, prompt, params, None, block_hasher=run.hasher)
+                run.scheduler.add_request(request)
             run.vllm_requests[spec.id] = request
-            run.scheduler.add_request(request)
             exact = State(tuple(prompt))
             run.result.requests[spec.id] = RequestOutcome(
                 id=spec.id, prompt_tokens=len(prompt), prompt_digest=exact.fingerprint(),
@@ -339,10 +357,11 @@ class SimExecutor(BaseExecutor):
         again; only new claims and rewritten slots cost a comparison."""
         from vllm.v1.core.kv_cache_utils import get_block_hash
 
+        entries = run.hash_index.current()  # first: a whole branch's requests are brought up to date with it
         self._index_prefixes(run)
         block_size = run.scenario.engine.mamba_block_size
         live: set[tuple[int, Any]] = set()
-        for key, blocks in run.hash_index.current().items():
+        for key, blocks in entries.items():
             for block in blocks:
                 pair = (block.block_id, key)
                 live.add(pair)

@@ -1,0 +1,115 @@
+"""``gdnfuzz run`` throughput: exec/s of a fuzzing run per candidate, for one or two checkouts interleaved in
+one sitting, and the sim's share of an execution.
+
+Usage: ``python bench/run_throughput.py [--seconds 90] [--rounds 2] [--checkout DIR ...]
+[--candidates vllm,pre-51113,FILE:pre-51113]``
+
+Each round runs, for every checkout (default this one; ``--checkout`` again for a second, e.g. an older
+one, to compare before and after in the same sitting) and every candidate, ``gdnfuzz run --candidate C
+--reference vllm --max-time S`` on an empty corpus (one worker, seed 1), one after another, so a loaded
+machine's noise falls on every configuration alike. ``FILE:pre-51113`` is the pre-#51113 split written
+to a policy file: the same decisions as the built-in, run as a user's candidate (in its sandbox child).
+Printed per run: the executions the run reported at its end, over ``S`` (start-up included), and the last
+exec/s libFuzzer reported. Then, in this process, the sim's share: the milliseconds one execution's
+candidate run takes on the sim tier (``executor.run(scenario, candidate, reference)``, the harness's
+fast path, over generated scenarios) against the milliseconds per execution of this checkout's runs.
+Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+STATUS = re.compile(r"execs (\d+) exec/s (\d+)")
+
+
+def policy_file(directory: Path) -> str:
+    """The pre-#51113 split as a user's policy file."""
+    from fuzz.model.policies import _pre_51113_split
+
+    path = directory / "pre51113_copy.py"
+    path.write_text("from typing import Any\n" + inspect.getsource(_pre_51113_split))
+    return f"{path}:_pre_51113_split"
+
+
+def one_run(checkout: Path, candidate: str, seconds: int, work: Path) -> tuple[int, int]:
+    """``gdnfuzz run`` of ``candidate`` from ``checkout``: (executions at its end, the last exec/s reported)."""
+    corpus, crashes = Path(tempfile.mkdtemp(dir=work)), Path(tempfile.mkdtemp(dir=work))
+    env = {**os.environ, "PYTHONPATH": str(checkout), "GDNFUZZ_CACHE_DIR": str(work / "cache")}
+    done = subprocess.run([sys.executable, "-P", "-m", "fuzz.cli", "run", "--candidate", candidate, "--reference", "vllm",
+                           "--max-time", str(seconds), "--seed", "1", "--corpus", str(corpus), "--crashes", str(crashes)],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=seconds * 4 + 300)
+    found = STATUS.findall(done.stderr)
+    return (int(found[-1][0]), int(found[-1][1])) if found else (0, 0)
+
+
+def sim_ms(candidate: str, count: int = 200) -> float:
+    """Milliseconds per scenario of the harness's fast path (the candidate's run, the reference asked at each
+    split call) over ``count`` generated scenarios, after a warm-up pass."""
+    from fuzz.errors import ConfigRejected
+    from fuzz.model.policies import resolve_policy
+    from fuzz.search.generate import random_scenario
+    from fuzz.tiers import executor_for
+
+    rng = random.Random(1)
+    scenarios = [random_scenario(rng) for _ in range(count)]
+    cand, ref, sim = resolve_policy(candidate), resolve_policy("vllm"), executor_for("sim")
+    timings = []
+    for _ in range(2):
+        start = time.perf_counter()
+        for scenario in scenarios:
+            with contextlib.suppress(ConfigRejected):  # a configuration vLLM refuses is not an execution
+                sim.run(scenario, cand, ref)
+        timings.append((time.perf_counter() - start) * 1000 / count)
+    return timings[-1]
+
+
+def main() -> None:
+    from fuzz.sandbox.scope import ambient
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=90)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--checkout", action="append", default=None, help="a gdnfuzz checkout (repeatable)")
+    parser.add_argument("--candidates", default="vllm,pre-51113,FILE:pre-51113")
+    args = parser.parse_args()
+    ambient()
+    checkouts = [Path(c).resolve() for c in (args.checkout or [str(REPO)])]
+    work = Path(tempfile.mkdtemp(prefix="gdnfuzz-throughput-"))
+    candidates = {c: policy_file(work) if c == "FILE:pre-51113" else c for c in args.candidates.split(",")}
+    results: dict[tuple[Path, str], list[tuple[int, int]]] = {}
+    print(f"{args.seconds} s runs, {args.rounds} round(s), one worker, empty corpus; load {os.getloadavg()[0]:.1f}")
+    print("| round | checkout | candidate | execs | execs/s over the run | last exec/s |\n|---|---|---|---|---|---|")
+    for round_ in range(args.rounds):
+        for name, spec in candidates.items():
+            for checkout in checkouts:
+                execs, last = one_run(checkout, spec, args.seconds, work)
+                results.setdefault((checkout, name), []).append((execs, last))
+                print(f"| {round_ + 1} | {checkout} | {name} | {execs} | {execs / args.seconds:.1f} | {last} |",
+                      flush=True)
+    print(f"\nload at the end {os.getloadavg()[0]:.1f}\n\n| checkout | candidate | median execs/s | sim ms per exec "
+          "(this process) | ms per exec in the run | sim's share |\n|---|---|---|---|---|---|")
+    for name, spec in candidates.items():
+        ms = sim_ms(spec)  # this checkout's sim and sandbox: its share is given for this checkout's runs only
+        for checkout in (c for c in checkouts if c == REPO):
+            rate = statistics.median(e / args.seconds for e, _ in results[(checkout, name)])
+            per_exec = 1000 / rate if rate else float("inf")
+            print(f"| {checkout} | {name} | {rate:.1f} | {ms:.2f} | {per_exec:.2f} | {ms / per_exec:.0%} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""The split of a sandboxed policy as the deciding process calls it: each call is one exchange with the
+policy's child (``fuzz.sandbox.child``), which gets the call's arguments and views of the scheduler and
+the request (``fuzz.sandbox.views``) and sends back the split's answer.
+
+Invariants:
+- the scheduler the split decides for, the runner mirror, the audit and the judge all run in the
+  deciding process; what the child can change there is the split's own answer, which the split's
+  contract (``fuzz.model.policies.contract_checked``) checks here like any other;
+- an answer that never comes is a fault of the run, never a clean one: the child ending, closing its
+  channel or answering garbage is :class:`~fuzz.model.policies.CandidateGone` (``process-exit``),
+  passing the bound (the tier's deadline plus :data:`GRACE_S`, when no deadline of the run interrupts
+  it first) is one too (``hang``); the child is then gone and the next call starts a fresh one;
+- a call interrupted here (the run's deadline, ^C) leaves no answer in flight: the child is ended, so
+  a late answer can never be read as the next call's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fuzz.model.deadline import deadline_seconds
+from fuzz.model.policies import CandidateGone, SplitRaised
+from fuzz.sandbox.channel import ChildFailed, ChildTimedOut, JsonChild
+from fuzz.sandbox.views import identities, lookup, snapshot
+
+GRACE_S = 15.0  # beyond the tier's own deadline: the answer's transfer, a busy machine
+
+
+def run_bound(tier_deadline: float) -> float:
+    """How long the parent waits for a child: the tier's deadline, plus :data:`GRACE_S`."""
+    return tier_deadline + GRACE_S
+
+
+def gone(exc: ChildFailed, running: str) -> CandidateGone:
+    """The fault of a child that never answered: ``hang`` past the bound, ``process-exit`` otherwise."""
+    kind = "hang" if isinstance(exc, ChildTimedOut) else "process-exit"
+    return CandidateGone(kind, f"the process running {running} {exc.how} during this run")
+
+
+class Described:
+    """A value the split returned that is not a JSON value, as the child described it (its ``repr`` is
+    the description, so the contract's message reads as it would in-process)."""
+
+    def __init__(self, description: str):
+        self.description = description
+
+    def __repr__(self) -> str:
+        return self.description
+
+
+class RemoteSplit:
+    """``split(self, request, num_new_tokens, local=0, external=0)`` answered by the policy's child."""
+
+    def __init__(self, child: JsonChild, spec: str):
+        self.child, self.spec = child, spec
+
+    def __call__(self, scheduler: Any, request: Any, num_new_tokens: int, num_new_local_computed_tokens: int = 0,
+                 num_external_computed_tokens: int = 0) -> Any:
+        roots = {"self": scheduler, "request": request}
+        message = {"op": "split", "spec": self.spec, "known": snapshot(roots), "ids": identities(roots),
+                   "args": [num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens]}
+        try:
+            answer = self.child.call(message, run_bound(deadline_seconds()), lookup(roots))
+        except ChildFailed as exc:
+            raise gone(exc, self.spec) from None
+        except BaseException:
+            self.child.kill()  # interrupted mid-exchange: its answer must never be read as the next call's
+            raise
+        if "value" in answer:
+            return answer["value"]
+        if "raised" in answer:
+            raise SplitRaised(str(answer["raised"]))
+        if "other" in answer:
+            return Described(str(answer["other"]))
+        self.child.kill()
+        if "input_error" in answer:  # a fresh child that could not load the policy again
+            raise CandidateGone("process-exit", f"the process running {self.spec} could not load it again: "
+                                                f"{answer['input_error']}")
+        raise CandidateGone("process-exit", f"the process running {self.spec} sent no answer: "
+                                            f"{str(answer.get('failed', answer))[:200]}")
+
+    def __repr__(self) -> str:
+        return f"<split of {self.spec}, in its sandbox>"
+

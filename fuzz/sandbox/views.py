@@ -1,0 +1,257 @@
+"""What a sandboxed split sees of the scheduler and the request: read-only views of the deciding process's
+objects, whose attributes are read across the channel.
+
+A split is called as ``split(self, request, num_new_tokens, ...)`` with vLLM's ``Scheduler`` and
+``Request``. Those live in the deciding process; the candidate's child gets :class:`View` objects in
+their place. Reading an attribute (``self.cache_config.block_size``, ``request.num_computed_tokens``) or an
+item (``request.prompt_token_ids[3]``) of a view gives the value the real object has at that moment:
+
+- the deciding process sends what vLLM's own split reads with the call (:func:`snapshot`, over
+  :data:`SNAPSHOT`), so a split that reads only those costs one exchange;
+- anything else is asked for during the call (:func:`lookup`, answering the child's ``ask``), once per
+  call and path.
+
+Invariants:
+- only values cross: ``None``, booleans, numbers, strings, and lists and string-keyed dicts of them;
+  an enum member crosses as the same member of the child's own import of its class; any other object
+  is a further view. Nothing of the child's is ever called or unpickled in the deciding process;
+- nothing the split does changes the deciding process's objects: a view has no way to call (a call is
+  a ``TypeError`` naming the method, which the split's contract then reports), names with two leading
+  underscores are not read (no reaching ``__class__``, ``__globals__``...), and setting or deleting an
+  attribute of a view is kept in the child alone, for as long as the object lives (each scheduler and
+  request crosses with a serial number of its own, :func:`identities`): a split that hides a field while
+  it asks vLLM's own split (``bench/mutants/drop_junction_stop.py``), or keeps a note on the scheduler
+  for its later calls (``tests/flaky_policy.py``), works; one whose writes the scheduler is meant to see
+  is a whole branch's, ``branch:DIR``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import functools
+import importlib
+import itertools
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+# (root, path) pairs vLLM's split reads (0.32 and 0.33), sent with every call: (attribute names).
+SNAPSHOT: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("self", ("cache_config",)), ("self", ("cache_config", "block_size")), ("self", ("block_size",)),
+    ("self", ("hash_block_size",)), ("self", ("mamba_partial_cache_hit",)), ("self", ("use_eagle_block_drop",)),
+    ("self", ("use_eagle",)), ("self", ("mamba_has_prefill_checkpoint_blocks",)),
+    ("self", ("mamba_prefill_checkpoint_alignment",)), ("self", ("max_num_scheduled_tokens",)),
+    ("self", ("scheduler_config",)), ("self", ("scheduler_config", "long_prefill_token_threshold")),
+    ("self", ("mamba_shared_prefix_checkpoint",)), ("self", ("need_mamba_block_aligned_split",)),
+    ("request", ("request_id",)), ("request", ("num_computed_tokens",)), ("request", ("num_prompt_tokens",)),
+    ("request", ("num_tokens",)), ("request", ("shared_prefix_boundary",)), ("request", ("num_output_tokens",)),
+)
+MAX_ITEMS = 1 << 20  # a list or dict longer than this crosses as a view
+MAX_WRITTEN = 1 << 16  # attributes a split set on views that the child keeps (the oldest forgotten first)
+PLAIN = (type(None), bool, int, float, str)
+
+Step = list[Any]  # ["a", attribute name] or ["i", item key]
+
+
+def path_key(root: str, steps: list[Step]) -> str:
+    """A read path as a key (``self.cache_config.block_size``, ``request.prompt_token_ids[3]``): an attribute
+    name holds neither ``.`` nor ``[``, an item's key is written as its ``repr``."""
+    return root + "".join(f".{key}" if kind == "a" else f"[{key!r}]" for kind, key in steps)
+
+
+SNAPSHOT_PATHS = [(root, [["a", n] for n in names], path_key(root, [["a", n] for n in names]))
+                  for root, names in SNAPSHOT]
+
+
+# ---------------------------------------------------------------- the deciding process's side
+
+
+def encode(value: Any) -> dict[str, Any]:
+    """How ``value`` crosses to the child (module docstring)."""
+    plain = _plain(value, 3)
+    if plain is not _NOT_PLAIN:
+        return {"v": plain}
+    if isinstance(value, enum.Enum):
+        cls = type(value)
+        return {"enum": [cls.__module__, cls.__qualname__, value.name]}
+    return {"obj": type(value).__name__}
+
+
+_NOT_PLAIN = object()
+
+
+def _plain(value: Any, depth: int) -> Any:
+    if type(value) in PLAIN:
+        return value
+    if depth == 0:
+        return _NOT_PLAIN
+    if type(value) in (list, tuple) and len(value) <= MAX_ITEMS:
+        items = [_plain(v, depth - 1) for v in value]
+        return _NOT_PLAIN if any(i is _NOT_PLAIN for i in items) else items
+    if type(value) is dict and len(value) <= MAX_ITEMS and all(type(k) is str for k in value):
+        items = {k: _plain(v, depth - 1) for k, v in value.items()}
+        return _NOT_PLAIN if any(i is _NOT_PLAIN for i in items.values()) else items
+    return _NOT_PLAIN
+
+
+def _follow(obj: Any, steps: list[Step]) -> Any:
+    for kind, key in steps:
+        if kind == "a" and isinstance(key, str) and not key.startswith("__"):
+            obj = getattr(obj, key)
+        elif kind == "i" and type(key) in (int, str):
+            obj = obj[key]
+        else:
+            raise AttributeError(f"{key!r} is not readable from the sandbox")
+    return obj
+
+
+def _read(roots: dict[str, Any], root: str, steps: list[Step]) -> dict[str, Any]:
+    try:
+        return encode(_follow(roots[root], steps))
+    except Exception as exc:  # noqa: BLE001 - what reading raised is what the split sees (an AttributeError)
+        return {"missing": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+_serials: dict[int, tuple[weakref.ref[Any], int]] = {}  # id(obj) -> (obj, while it lives; its serial)
+_next_serial = itertools.count(1)
+
+
+def identities(roots: dict[str, Any]) -> dict[str, int]:
+    """A serial number per root object, the same for the object's whole life and never another's (by
+    identity, whatever the object's own ``==`` says)."""
+    found = {}
+    for name, obj in roots.items():
+        held = _serials.get(id(obj))
+        if held is not None and held[0]() is obj:
+            found[name] = held[1]
+            continue
+        serial = found[name] = next(_next_serial)
+        with contextlib.suppress(TypeError):  # not weakly referenceable (None in a test): nothing kept across calls
+            _serials[id(obj)] = (weakref.ref(obj, functools.partial(_forget, id(obj))), serial)
+    return found
+
+
+def _forget(key: int, _: Any) -> None:
+    _serials.pop(key, None)
+
+
+def snapshot(roots: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What vLLM's split reads of ``roots`` (``self``, ``request``), sent with the call."""
+    known = {}
+    for root, steps, key in SNAPSHOT_PATHS:
+        got = _read(roots, root, steps)
+        if "missing" not in got:
+            known[key] = got
+    return known
+
+
+def lookup(roots: dict[str, Any]) -> Callable[[Any], dict[str, Any]]:
+    """The answer to the child's ``{"get": [root, step...]}`` questions during one call on ``roots``."""
+
+    def answer(question: Any) -> dict[str, Any]:
+        try:
+            root, *steps = question["get"]
+            if root not in roots or not all(isinstance(s, list) and len(s) == 2 for s in steps):
+                raise ValueError
+        except (TypeError, KeyError, ValueError):
+            return {"missing": "not a question the deciding process answers"}
+        return _read(roots, root, steps)
+
+    return answer
+
+
+# ---------------------------------------------------------------- the child's side
+
+
+class Written:
+    """What splits set on views, kept in the child by (the object's serial, path), the oldest forgotten first."""
+
+    def __init__(self) -> None:
+        self.values: OrderedDict[tuple[int, str], dict[str, Any]] = OrderedDict()
+
+    def get(self, serial: int, key: str) -> dict[str, Any] | None:
+        return self.values.get((serial, key))
+
+    def set(self, serial: int, key: str, got: dict[str, Any]) -> None:
+        self.values[(serial, key)] = got
+        self.values.move_to_end((serial, key))
+        while len(self.values) > MAX_WRITTEN:
+            self.values.popitem(last=False)
+
+
+class View:
+    """A view of one of the deciding process's objects (module docstring); ``known`` is the call's cache of
+    read paths, shared by every view of the call, ``written`` what splits set on the object (``serial``)."""
+
+    # private: never a name vLLM's objects have
+    __slots__ = ("__ask", "__known", "__written", "__serial", "__root", "__steps", "__type")
+
+    def __init__(self, ask: Callable[[Any], Any], known: dict[str, Any], written: Written, serial: int, root: str,
+                 steps: list[Step], type_name: str):
+        for name, value in (("ask", ask), ("known", known), ("written", written), ("serial", serial), ("root", root),
+                            ("steps", steps), ("type", type_name)):
+            object.__setattr__(self, f"_View__{name}", value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self.__get(["a", name])
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.__get(["i", key])
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.__written.set(self.__serial, path_key(self.__root, [*self.__steps, ["a", name]]), {"local": value})
+
+    def __delattr__(self, name: str) -> None:
+        self.__written.set(self.__serial, path_key(self.__root, [*self.__steps, ["a", name]]),
+                           {"missing": f"{name} was deleted"})
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{self.__dotted()} cannot be called from the candidate's sandbox (a split reads "
+                        f"attributes of the scheduler and the request, nothing else)")
+
+    def __repr__(self) -> str:
+        return f"<{self.__type} {self.__dotted()} (a view from the candidate's sandbox)>"
+
+    def __dotted(self) -> str:
+        return self.__root + "".join(f".{k}" if kind == "a" else f"[{k!r}]" for kind, k in self.__steps)
+
+    def __get(self, step: Step) -> Any:
+        steps = [*self.__steps, step]
+        key = path_key(self.__root, steps)
+        got = self.__written.get(self.__serial, key) or self.__known.get(key)
+        if got is None:
+            got = self.__known[key] = self.__ask({"get": [self.__root, *steps]})
+        return decode(got, lambda type_name: View(self.__ask, self.__known, self.__written, self.__serial, self.__root,
+                                                  steps, type_name))
+
+
+def decode(got: Any, view: Callable[[str], View]) -> Any:
+    """A crossed value as the child uses it (``missing`` raises the AttributeError reading raised)."""
+    if not isinstance(got, dict):
+        raise AttributeError("the deciding process did not answer with a value")
+    if "v" in got:
+        return got["v"]
+    if "local" in got:  # set by the split itself, in this call
+        return got["local"]
+    if "enum" in got:
+        module, qualname, name = got["enum"]
+        try:
+            cls: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                cls = getattr(cls, part)
+            return cls[name]
+        except (ImportError, AttributeError, KeyError):
+            return view(f"{qualname}.{name}")
+    if "obj" in got:
+        return view(str(got["obj"]))
+    raise AttributeError(str(got.get("missing", "unreadable")))
+
+
+def views(ask: Callable[[Any], Any], known: dict[str, Any], ids: dict[str, int], written: Written) -> tuple[View, View]:
+    """The scheduler and request a sandboxed split is called with."""
+    return (View(ask, known, written, int(ids["self"]), "self", [], "Scheduler"),
+            View(ask, known, written, int(ids["request"]), "request", [], "Request"))
