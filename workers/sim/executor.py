@@ -27,7 +27,6 @@ from typing import Any
 from fuzz.errors import ConfigRejected
 from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
 from fuzz.model.drive import Drive
-from fuzz.model.knobs import EngineKnobs
 from fuzz.model.policies import Policy, contract_checked
 from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, StepRecord
 from fuzz.model.scenario import (
@@ -45,7 +44,7 @@ from workers.sim.branch import BranchRunner
 from workers.sim.disagreement import DisagreementProbe
 from workers.sim.fidelity import check_mirror_fidelity
 from workers.sim.hash_index import MambaHashIndex
-from workers.sim.runner_mirror import PrefillCheckpoints, RunnerMirror, StepWork
+from workers.sim.runner_mirror import RunnerMirror, StepOutcome, StepWork
 from workers.sim.scheduler import build_scheduler, default_num_blocks, release_scheduler
 from workers.sim.symbolic import State, greedy_continuation, next_token
 
@@ -128,7 +127,7 @@ class SimExecutor(BaseExecutor):
         run = _Run(
             scenario=scenario,
             scheduler=scheduler,
-            mirror=RunnerMirror(knobs.mamba_block_size, knobs.num_spec_tokens, _checkpoints(scheduler, knobs)),
+            mirror=RunnerMirror(scheduler.vllm_config, scheduler.kv_cache_config, MAMBA_GROUP, num_blocks),
             result=result,
             drive=Drive(scenario, limit),
             specs={r.id: r for r in scenario.requests},
@@ -235,7 +234,6 @@ class SimExecutor(BaseExecutor):
         from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 
         mirror = run.mirror
-        mirror.forget(set(output.finished_req_ids) | set(output.preempted_req_ids or ()))
         for rid in output.finished_req_ids:
             mirror.drop(rid)
         block_copies = mirror.zero_and_copy(
@@ -267,7 +265,7 @@ class SimExecutor(BaseExecutor):
             known = request.all_token_ids[start : start + n - len(drafts)]
             work.append(StepWork(rid, list(known) + drafts, len(drafts),
                                  samples=start + n - len(drafts) >= request.num_tokens))
-        outcome = mirror.step(work, block_copies)
+        outcome = mirror.step(work, output, block_copies) if work else StepOutcome(copies=block_copies)
         record.chunks = outcome.chunks
         record.copies = outcome.copies
 
@@ -406,13 +404,6 @@ def _total_tokens(scenario: Scenario) -> int:
 def _pool_blocks(scenario: Scenario) -> int:
     """The KV pool: the scenario's, else one large enough that nothing is evicted."""
     return scenario.engine.num_kv_blocks or default_num_blocks(scenario.engine, 2 * _total_tokens(scenario))
-
-
-def _checkpoints(scheduler: Any, knobs: EngineKnobs) -> PrefillCheckpoints:
-    """The inputs the backend's checkpoint builder reads from vLLM's cache config, for this scheduler."""
-    kv = scheduler.kv_cache_config
-    return PrefillCheckpoints(knobs.prefill_checkpoint_alignment, scheduler.hash_block_size,
-                              kv.cache_hit_alignment_tokens, scheduler.use_eagle_block_drop)
 
 
 def _hasher(scheduler: Any) -> Callable[[Any], list[Any]]:
