@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
+import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -52,6 +53,12 @@ def installed_vllm() -> VllmBuild:
     # a source checkout on the path without metadata of its own: its version module says
     version = (origin.parent / "_version.py")
     return VllmBuild("vllm", _version_from(version) if version.is_file() else "unknown")
+
+
+def release(version: str) -> tuple[int, ...]:
+    """A version's release numbers, for ordering: ``0.33.1.dev4+gabc`` and ``0.33.1rc1`` are ``(0, 33, 1)``."""
+    match = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(n) for n in match.group(0).split(".")) if match else ()
 
 
 def _version_from(path: Path) -> str:

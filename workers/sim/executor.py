@@ -27,8 +27,9 @@ from typing import Any
 from fuzz.errors import ConfigRejected
 from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
 from fuzz.model.drive import Drive
+from fuzz.model.knobs import unsupported_reason
 from fuzz.model.policies import Policy, contract_checked
-from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, StepRecord
+from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus, StepRecord
 from fuzz.model.scenario import (
     MAX_CONTEXT,
     VOCAB_SIZE,
@@ -107,6 +108,10 @@ class SimExecutor(BaseExecutor):
             probe = DisagreementProbe(policy.split, reference.split)
             policy = replace(policy, split=probe.split)
         knobs = scenario.engine
+        reason = unsupported_reason(knobs)
+        if reason is not None:  # a knob the installed vLLM lacks: not this vLLM's configuration to judge
+            return RunResult(tier=self.tier, policy=policy.name, scenario_id=scenario.scenario_id(),
+                             status=RunStatus.UNSUPPORTED, notes=[f"unsupported by the installed vLLM: {reason}"])
         num_blocks, limit = _pool_blocks(scenario), self._step_limit(scenario)
         if knobs.num_kv_blocks is not None and knobs.num_kv_blocks < required_kv_blocks(scenario):
             raise ConfigRejected(
