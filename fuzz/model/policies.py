@@ -38,7 +38,7 @@ from typing import Any
 
 from fuzz.errors import InputError
 from fuzz.model import json_input
-from fuzz.model.checkout import BRANCH_PREFIX, OVERLAID_FILES, OVERLAID_PACKAGES
+from fuzz.model.checkout import BRANCH_PREFIX, OVERLAID_FILES, OVERLAID_PACKAGES, CheckoutMismatch, unfit_for_installed
 from fuzz.model.deadline import DeadlineExceeded
 from fuzz.model.placement import current
 
@@ -195,8 +195,10 @@ def contract_checked(split: SplitFn, on_violation: ContractViolation) -> SplitFn
     out of range or a finite float is clamped, anything else (another type, NaN, an exception of any
     kind the policy raises, ``SystemExit``, ``KeyboardInterrupt`` and ``GeneratorExit`` included)
     gives 0. So a policy's answer is a finding, never a crash inside vLLM nor an exit of gdnfuzz.
-    Only :class:`~fuzz.model.deadline.DeadlineExceeded` (the tier turns it into a ``hang`` fault) and
-    :class:`MisplacedCall` (a bug of gdnfuzz) pass through. (A real ^C that lands inside a policy call
+    Only :class:`~fuzz.model.deadline.DeadlineExceeded` (the tier turns it into a ``hang`` fault),
+    :class:`MisplacedCall` (a bug of gdnfuzz) and, for a checkout's split that reaches for what the
+    installed vLLM lacks, :class:`~fuzz.model.checkout.CheckoutMismatch` (bad input, not the split's
+    answer) pass through. (A real ^C that lands inside a policy call
     is one of those exceptions; the next ^C stops the run.)
     """
 
@@ -204,9 +206,12 @@ def contract_checked(split: SplitFn, on_violation: ContractViolation) -> SplitFn
                 num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
         try:
             got = split(self, request, num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens)
-        except (DeadlineExceeded, MisplacedCall):
+        except (DeadlineExceeded, MisplacedCall, CheckoutMismatch):
             raise
         except BaseException as exc:  # noqa: BLE001 - whatever a policy raises is its finding, never our exit
+            unfit = unfit_for_installed(exc)
+            if unfit is not None:
+                raise CheckoutMismatch(unfit) from None
             on_violation(request, f"split raised {_describe(exc)} when offered {num_new_tokens} tokens")
             return 0
         if type(got) is int and 0 <= got <= num_new_tokens:

@@ -27,11 +27,12 @@ import functools
 import gc
 import hashlib
 import importlib
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable
 
-from fuzz.errors import ConfigRejected
+from fuzz.errors import ConfigRejected, ExitCode, InputError
 from fuzz.model.deadline import exit_when_stuck
 from fuzz.model.policies import resolve_policy
 from fuzz.oracle.differential import replay
@@ -40,7 +41,7 @@ from fuzz.oracle.verdict import finding_signature
 from fuzz.report.finding_report import store_finding
 from fuzz.search.coverage import Probes, instrument
 from fuzz.search.in_flight import InFlight
-from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE, STARTING_LINE
+from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, FIRST_INPUT_LINE, STARTING_LINE, UNUSABLE_LINE
 from fuzz.search.mutate import crossover, decode, mutate
 from fuzz.search.profiles import Profile, profile_named
 from fuzz.search.settings import RunSettings
@@ -109,6 +110,10 @@ class FuzzTarget:
             replayed = replay(scenario, self.candidate, self.reference, "sim", candidate_run=run)
         except ConfigRejected:
             return  # an engine config vLLM refuses is not an input, let alone a finding
+        except InputError as exc:  # the candidate cannot run here (a checkout unfit for the installed vLLM)
+            self.in_flight.done()
+            print(f"{UNUSABLE_LINE} {exc}", file=sys.stderr, flush=True)
+            os._exit(ExitCode.BAD_INPUT)  # the supervisor ends the run with this line, exit 2: never a finding
         sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
         if sig == "clean":
             return

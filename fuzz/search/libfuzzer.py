@@ -23,6 +23,7 @@ FINDING_LINE = "gdnfuzz-finding"  # printed once the finding is saved
 FIRST_INPUT_LINE = "gdnfuzz-first-input"  # printed when the harness starts its first input
 STARTING_LINE = "gdnfuzz-starting"  # "gdnfuzz-starting WHAT": the harness's start-up phase, before its first input
 DONE_PREFIX = "Done "  # libFuzzer's last line when its run count or time is reached ("Done 1000 runs in 9 second(s)")
+UNUSABLE_LINE = "gdnfuzz-unusable"  # "gdnfuzz-unusable REASON": a run's bad input (a checkout unfit for the installed vLLM)
 SAVED_LINE = "gdnfuzz-saved"  # printed by the reducer once a finding's bundle is minimized and stored
 STATUS = re.compile(r"#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+ (?:lim: \d+ )?exec/s: (\d+)")
 FINAL_STAT = re.compile(r"stat::(\w+):\s+(\d+)")
@@ -79,6 +80,7 @@ class Progress:
     first_input: float | None = None
     phases: list[tuple[float, int, str]] = field(default_factory=list)
     worker_crashes: int = 0  # libFuzzer crashes (their inputs are in crashes/raw/)
+    unusable: str | None = None  # why a worker stopped on bad input (``UNUSABLE_LINE``): the run ends, exit 2
     lock: threading.Lock = field(default_factory=threading.Lock)
     _announced: set[str] = field(default_factory=set)
 
@@ -94,6 +96,8 @@ class Progress:
             elif line.startswith(FINDING_LINE):
                 _, sig, bundle = line.split(maxsplit=2)
                 self.findings.append((now, sig, bundle))
+            elif line.startswith(UNUSABLE_LINE):
+                self.unusable = self.unusable or line.removeprefix(UNUSABLE_LINE).strip()
             elif line.startswith(SAVED_LINE):
                 _, sig, bundle = line.split(maxsplit=2)
                 self.saved[sig] = (now, bundle)

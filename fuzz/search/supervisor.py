@@ -35,7 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
-from fuzz.errors import ExitCode
+from fuzz.errors import ExitCode, InputError
 from fuzz.interpreter import python_command
 from fuzz.report.finding_report import store_finding
 from fuzz.sandbox.channel import describe_exit
@@ -232,7 +232,7 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
     last_print = 0.0
     while procs:
         time.sleep(0.5)
-        if deadline is not None and time.time() >= deadline:
+        if deadline is not None and time.time() >= deadline or progress.unusable is not None:
             stop_at_deadline([proc for proc, _, _ in procs.values()])
         reducer.submit_new()
         for line in progress.take_announcements():
@@ -243,7 +243,7 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
             thread.join(timeout=5)
             del procs[i]
             stopped = deadline is not None and time.time() >= deadline  # by stop_at_deadline, not a death
-            if stopped or ended_normally(proc.returncode, log):
+            if stopped or progress.unusable is not None or ended_normally(proc.returncode, log):
                 continue
             progress.worker_crashes += 1
             how = describe_exit(proc.returncode)
@@ -270,4 +270,6 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
     for line in progress.take_announcements():
         print(line, file=out, flush=True)
     sync_signature_counts(crashes, progress.signatures())
+    if progress.unusable is not None:
+        raise InputError(progress.unusable)
     return progress.exit_code()

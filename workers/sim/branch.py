@@ -16,13 +16,15 @@ Invariants:
   the sandbox's grace (``fuzz.sandbox.executor.run_bound``).
 - A branch that needs something the installed vLLM lacks (a name it imports, a module it expects), or
   whose loading exits or passes its bound, fails at start with :class:`BranchError` (exit 2), one line
-  saying what happened; an exception while a scenario runs is a fault of that run, as on the installed
+  saying what happened; one that reaches for an attribute or module the installed vLLM lacks while a
+  scenario runs fails the same way then (``fuzz.model.checkout.unfit_for_installed``), never a finding; an exception while a scenario runs is a fault of that run, as on the installed
   side, and a child that exits or hangs during a run is a ``process-exit`` or ``hang`` fault.
 """
 
 from __future__ import annotations
 
-from fuzz.errors import ConfigRejected, InputError
+from fuzz.errors import ConfigRejected
+from fuzz.model.checkout import CheckoutMismatch
 from fuzz.model.deadline import deadline_seconds
 from fuzz.model.result import Fault, RunResult
 from fuzz.model.scenario import Scenario
@@ -31,7 +33,7 @@ from fuzz.sandbox.executor import run_bound, unanswered
 from fuzz.sandbox.scope import load_timeout
 
 
-class BranchError(InputError):
+class BranchError(CheckoutMismatch):
     """The checkout's scheduling code cannot run on the installed vLLM (one line says what it lacks)."""
 
 
@@ -65,6 +67,8 @@ class BranchRunner:
             return result
         if "rejected" in answer:
             raise ConfigRejected(str(answer["rejected"]))
+        if "unfit" in answer:
+            raise BranchError(f"branch:{self.checkout}: {answer['unfit']}")
         return RunResult(tier="sim", policy=policy_name, scenario_id=scenario.scenario_id(),
                          faults=[Fault(kind="exception", detail=str(answer.get("error", answer)))])
 

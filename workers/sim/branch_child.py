@@ -3,7 +3,8 @@ served in place of the installed modules, scenarios run on the sim tier under th
 
 ``python -m workers.sim.branch_child FD CHECKOUT``; over ``fuzz.sandbox.channel``: ready is ``{}`` or
 ``{"error": one line}``; each ``{"scenario": {...}}`` is answered ``{"run": RunResult}``,
-``{"rejected": one line}`` or ``{"error": one line}``.
+``{"rejected": one line}``, ``{"unfit": one line}`` (the branch reached for what the installed vLLM lacks:
+``fuzz.model.checkout.CheckoutMismatch``) or ``{"error": one line}``.
 
 Invariant: :class:`CheckoutFinder` is first on ``sys.meta_path`` before anything imports vLLM, so every
 import of an overlaid module (``fuzz.model.checkout.overlay_modules``), by the branch or by the
@@ -22,7 +23,7 @@ from types import ModuleType
 from typing import Any
 
 from fuzz.errors import ConfigRejected
-from fuzz.model.checkout import overlay_modules
+from fuzz.model.checkout import CheckoutMismatch, overlay_modules, unfit_for_installed
 from fuzz.model.scenario import Scenario
 from fuzz.sandbox.channel import serve
 from workers.sim.branch import BranchError
@@ -83,7 +84,12 @@ def main(fd: int, checkout: str) -> None:
             return {"run": runner["executor"].run(Scenario.from_dict(request["scenario"]), runner["split"]).to_dict()}
         except ConfigRejected as exc:
             return {"rejected": str(exc)}
+        except CheckoutMismatch as exc:
+            return {"unfit": str(exc)}
         except Exception as exc:  # noqa: BLE001 - a fault of this run, as on the installed side
+            unfit = unfit_for_installed(exc)  # e.g. the branch's Scheduler built on the installed configs
+            if unfit is not None:
+                return {"unfit": unfit}
             return {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
 
     serve(fd, ready, handle)

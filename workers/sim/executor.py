@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fuzz.errors import ConfigRejected
+from fuzz.model.checkout import CheckoutMismatch, unfit_for_installed
 from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
 from fuzz.model.drive import Drive
 from fuzz.model.knobs import unsupported_reason
@@ -145,7 +146,12 @@ class SimExecutor(BaseExecutor):
         except DeadlineExceeded:
             result.faults.append(Fault(kind="hang", detail=f"the run passed its {deadline_seconds():g} s deadline "
                                        f"in step {run.step}", step=run.step))
+        except CheckoutMismatch:
+            raise
         except Exception as exc:  # anything vLLM raises mid-run is a finding, not a crash of ours
+            unfit = unfit_for_installed(exc)  # a checkout's code reaching for what the installed vLLM lacks
+            if unfit is not None:
+                raise CheckoutMismatch(unfit) from None
             result.faults.append(Fault(kind="exception", detail=f"{type(exc).__name__}: {exc}",
                                        step=len(result.steps)))
         self._collect(run)
