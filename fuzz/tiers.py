@@ -66,7 +66,8 @@ class Tier:
 REGISTRY = {t.name: t for t in (
     Tier("sim", "workers.sim.executor:SimExecutor", "vLLM's real Scheduler, the model runner mirrored exactly",
          preload=("workers.sim.executor", "vllm.engine.arg_utils", "vllm.v1.core.sched.scheduler",
-                  "vllm.v1.kv_cache_interface", "vllm.v1.structured_output")),
+                  "vllm.v1.kv_cache_interface", "vllm.v1.structured_output", "vllm.v1.worker.mamba_utils",
+                  "vllm.model_executor.layers.mamba.checkpoint")),
     Tier("engine", "workers.engine.executor:EngineExecutor", "the real vLLM engine on a tiny hybrid model",
          confirms=True, compiled_vllm=True),
     Tier("kernels", "workers.kernels.executor:KernelExecutor", "the GDN kernels on real tensors, on the sim's schedule"),

@@ -124,8 +124,11 @@ def _pre_51113_split(self: Any, request: Any, num_new_tokens: int,
     if start >= max(request.num_prompt_tokens, request.num_tokens - 1):
         return num_new_tokens
     block = self.cache_config.block_size
+    # vLLM 0.33+: block hashes may cover the drafter's lookahead, which moves the last cacheable position
+    lookahead = getattr(self, "num_hash_lookahead_tokens", 0)
     last_cache_position = get_mamba_prefill_checkpoint_position(
-        request.num_tokens, block, self.use_eagle_block_drop
+        request.num_tokens, block, self.use_eagle_block_drop,
+        **({"num_hash_lookahead_tokens": lookahead} if lookahead else {})
     )
     end = start + num_new_tokens
     # (a) round the end down to a boundary only below last_cache_position
