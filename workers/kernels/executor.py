@@ -39,7 +39,6 @@ from typing import Any
 import torch
 
 from fuzz.model.deadline import DEFAULT_DEADLINE_S, DeadlineExceeded, deadline_seconds, run_deadline
-from fuzz.model.knobs import unsupported_reason as knobs_unsupported
 from fuzz.model.result import Chunk, Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus
 from fuzz.model.scenario import VOCAB_SIZE, Scenario
 from fuzz.tiers import BaseExecutor
@@ -208,11 +207,7 @@ def unsupported_reason(scenario: Scenario, exports_checkpoints: bool) -> str | N
     The tier replays the GDN layer's kernels on the schedule's chunks and copies: it loads no KV
     connector's state (a request resumed from external tokens would read an empty slot, and look
     wrong), and it writes internal prefill checkpoints only on a backend that runs Mamba2's export
-    kernel (``exports_checkpoints``): guessing there would blame vLLM for what this tier leaves out. A
-    knob the installed vLLM lacks is unsupported here as on the sim tier, whose schedule this tier follows."""
-    installed = knobs_unsupported(scenario.engine)
-    if installed is not None:
-        return installed
+    kernel (``exports_checkpoints``): guessing there would blame vLLM for what this tier leaves out."""
     if any(r.external_tokens for r in scenario.requests):
         return ("external_tokens: the kernel tier loads no KV connector's state, so a request resumed from "
                 "external tokens would read a slot nothing wrote")
