@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -141,6 +142,8 @@ class Preprocess:
         self.funcs_by_type = {spec.mamba_type: self.copy_funcs for spec in groups}
         self.copy_bufs = mamba_utils.MambaCopyBuffers.create(
             self.vllm_config.scheduler_config.max_num_seqs, self.kv_cache_config, self.funcs_by_type, make_buffer)
+        temporal = self.slots.temporal
+        self._temporal_bytes = (temporal.data_ptr(), temporal.stride(0) * temporal.element_size(), temporal.shape[0])
         self.forward_context = {name: Layer(self.slots.tensors)
                                 for gid in self.copy_bufs.mamba_group_ids
                                 for name in self.kv_cache_config.kv_cache_groups[gid].layer_names}
@@ -157,10 +160,11 @@ class Preprocess:
     def copies(self) -> list[list[int]]:
         """The ``[src, dst]`` blocks of the copies the last call made, read off vLLM's copy buffers (the
         temporal stand-in's entries: one per request whose running state moved, in batch order)."""
-        bufs, tensor = self.copy_bufs, self.slots.temporal
-        base, stride = tensor.data_ptr(), tensor.stride(0) * tensor.element_size()
-        end = base + stride * tensor.shape[0]
-        n = bufs.offset
+        bufs, n = self.copy_bufs, self.copy_bufs.offset
+        if n == 0:
+            return []
+        base, stride, rows = self._temporal_bytes
+        end = base + stride * rows
         return [[(src - base) // stride, (dst - base) // stride]
                 for src, dst in zip(bufs.src_ptrs.np[:n].tolist(), bufs.dst_ptrs.np[:n].tolist(), strict=True)
                 if base <= dst < end]
@@ -186,9 +190,7 @@ class AttentionMetadata:
 
     @functools.cached_property
     def query_start_loc_cpu(self) -> torch.Tensor:
-        starts = np.zeros(len(self._query_lens) + 1, dtype=np.int32)
-        np.cumsum(self._query_lens, out=starts[1:])
-        return torch.from_numpy(starts)
+        return torch.tensor([0, *itertools.accumulate(self._query_lens)], dtype=torch.int32)
 
     @property
     def query_start_loc(self) -> torch.Tensor:
