@@ -6,13 +6,17 @@
    vllm): a finding both sides share is a bug of P's own (counted by signature; for vllm, the corpus
    records them); any other finding, correctness or cost, is a false positive of the sim or the oracle
    (its file and signature are printed);
+   With ``--knob NAME``, every scenario first has that engine knob moved off its default by the knob
+   table's own mutation (``knob-NAME``): the null run of one knob (a knob the installed vLLM lacks is
+   refused: it has no mutation there);
 3. ``--candidate naive --reference P``: how many scenarios diverge (the canary's detection rate);
 4. determinism: the seed corpus case replayed ``--repeat`` times in this process gives one verdict
    and one candidate/reference fingerprint pair, and so do two child processes with other
    ``PYTHONHASHSEED`` values.
 
 Prints figures and wall times, asserts nothing. Run:
-``.venv/bin/python bench/null_run.py [--count 1000] [--seed 7] [--repeat 100] [--dir DIR] [--policy P] [--profile P]``
+``.venv/bin/python bench/null_run.py [--count 1000] [--seed 7] [--repeat 100] [--dir DIR] [--policy P] [--profile P]
+[--knob NAME]``
 """
 
 from __future__ import annotations
@@ -53,12 +57,34 @@ def replay_dir(files: list[str], candidate: str, reference: str) -> tuple[int, l
     return proc.returncode, rows, time.perf_counter() - start
 
 
-def null_run(out: Path, seed: int, count: int, policy: str, profile: str) -> None:
+def with_knob(files: list[str], knob: str, seed: int) -> None:
+    """Each scenario rewritten with ``knob`` off its default, by the knob's own mutation (a few tries)."""
+    import random
+
+    from fuzz.model.scenario import Scenario, pretty_json
+    from fuzz.search.mutate import MUTATIONS
+
+    mutate, rng = MUTATIONS[f"knob-{knob}"], random.Random(seed)
+    values: Counter[str] = Counter()
+    for file in files:
+        scenario = Scenario.from_dict(json.loads(Path(file).read_text()))
+        for _ in range(8):
+            if not scenario.engine.at_default(knob):
+                break
+            scenario = mutate(scenario, rng)
+        values[str(getattr(scenario.engine, knob))] += 1
+        Path(file).write_text(pretty_json(scenario))
+    print(f"--knob {knob}: values {dict(sorted(values.items()))}")
+
+
+def null_run(out: Path, seed: int, count: int, policy: str, profile: str, knob: str | None) -> None:
     start = time.perf_counter()
     subprocess.run([GDNFUZZ, "gen", "--seed", str(seed), "--count", str(count), "--out", str(out), "--profile", profile],
                    check=True, cwd=ROOT, capture_output=True)
     print(f"gen --profile {profile}: {count} scenarios in {time.perf_counter() - start:.1f} s")
     files = sorted(str(p) for p in out.glob("*.json"))
+    if knob is not None:
+        with_knob(files, knob, seed)
     for candidate in (policy, "naive"):
         rc, rows, wall = replay_dir(files, candidate, policy)
         verdicts = Counter(r["verdict"] for r in rows)
@@ -108,13 +134,14 @@ def main() -> None:
     parser.add_argument("--dir", help="where to write the scenarios (default: a temporary directory)")
     parser.add_argument("--policy", default="vllm", help="the policy run against itself (default vllm)")
     parser.add_argument("--profile", default="default", help="the workload profile scenarios are drawn from")
+    parser.add_argument("--knob", help="move this engine knob off its default in every scenario (its own mutation)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     if args.dir:
-        null_run(Path(args.dir), args.seed, args.count, args.policy, args.profile)
+        null_run(Path(args.dir), args.seed, args.count, args.policy, args.profile, args.knob)
     else:
         with tempfile.TemporaryDirectory(prefix="gdnfuzz-null-") as tmp:
-            null_run(Path(tmp), args.seed, args.count, args.policy, args.profile)
+            null_run(Path(tmp), args.seed, args.count, args.policy, args.profile, args.knob)
     determinism(args.repeat)
 
 

@@ -45,27 +45,32 @@ from fuzz.model.result import (
     exact_outputs_differ,
 )
 from fuzz.model.scenario import Scenario
+from fuzz.model.vllm_build import compiled_ops_unavailable
 
 
 @dataclass(frozen=True)
 class Tier:
     """One place scenarios run: its executor (``module:attr``), what it is, whether ``gdnfuzz confirm``
-    decides there (a tier with real state and a canary), and the modules its first run imports (a fork
-    server imports them once, so a sandbox child forked from it starts with them)."""
+    decides there (a tier with real state and a canary), the modules its first run imports (a fork
+    server imports them once, so a sandbox child forked from it starts with them), and whether it needs
+    vLLM's compiled ops (a tier that does is refused in one line where they cannot load:
+    ``fuzz.model.vllm_build``)."""
 
     name: str
     executor: str
     description: str
     confirms: bool = False
     preload: tuple[str, ...] = ()
+    compiled_vllm: bool = False
 
 
 REGISTRY = {t.name: t for t in (
     Tier("sim", "workers.sim.executor:SimExecutor", "vLLM's real Scheduler, the model runner mirrored exactly",
          preload=("workers.sim.executor", "vllm.engine.arg_utils", "vllm.v1.core.sched.scheduler",
-                  "vllm.v1.kv_cache_interface", "vllm.v1.structured_output")),
+                  "vllm.v1.kv_cache_interface", "vllm.v1.structured_output", "vllm.v1.worker.mamba_utils",
+                  "vllm.model_executor.layers.mamba.checkpoint")),
     Tier("engine", "workers.engine.executor:EngineExecutor", "the real vLLM engine on a tiny hybrid model",
-         confirms=True),
+         confirms=True, compiled_vllm=True),
     Tier("kernels", "workers.kernels.executor:KernelExecutor", "the GDN kernels on real tensors, on the sim's schedule"),
 )}
 TIERS = tuple(REGISTRY)
@@ -75,6 +80,10 @@ BOTH = "both"
 CONFIRMING = tuple(t.name for t in REGISTRY.values() if t.confirms)
 # The kernel tier's own fuzz target (``gdnfuzz run --target kernels``): bytes in, conformance checked.
 KERNEL_CONFORMANCE_TARGET = "workers.kernels.conformance:kernel_conformance_one_input"
+
+
+class TierUnavailable(InputError):
+    """A tier this installation cannot run (one line: which, and why)."""
 
 
 class Executor(Protocol):
@@ -173,6 +182,10 @@ def local_executor(tier: str) -> Executor:
     warm). Importing it imports what the tier needs (vLLM for sim and engine, torch for kernels)."""
     if tier not in REGISTRY:
         raise InputError(f"unknown tier {tier!r}: use one of {', '.join(TIERS)}")
+    if REGISTRY[tier].compiled_vllm:
+        reason = compiled_ops_unavailable()
+        if reason is not None:
+            raise TierUnavailable(f"the {tier} tier cannot run here: {reason}")
     return load(REGISTRY[tier].executor)()
 
 

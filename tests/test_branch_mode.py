@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from checkout_fixtures import MAMBA_HIT_OFF_BY_ONE, MAMBA_MANAGER, SCHEDULER, edit, make_checkout
+from checkout_fixtures import MAMBA_HIT_OFF_BY_ONE, MAMBA_MANAGER, SCHEDULER, edit, make_checkout, replace_split
 
 from fuzz.errors import InputError
 from fuzz.model.checkout import changed_files
@@ -104,3 +104,44 @@ def test_changed_files_read_binary_sources_and_never_open_a_fifo(tmp_path):
     (root / "vllm" / "v1" / "core" / "blob.py").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff")
     os.mkfifo(root / "vllm" / "v1" / "core" / "pipe.py")
     assert [c.path for c in changed_files(root)] == ["vllm/v1/core/blob.py"]
+
+
+UNFIT_SPLIT = '''    def _mamba_block_aligned_split(self, request, num_new_tokens, num_new_local_computed_tokens=0,
+                                   num_external_computed_tokens=0):
+        return min(num_new_tokens, self.lookahead_only_on_main)
+'''
+
+
+@pytest.mark.slow
+def test_a_checkout_reaching_for_what_the_installed_vllm_lacks_while_running_is_one_line_exit_2(tmp_path):
+    """Not a finding: an attribute of an installed vLLM object, asked for by the checkout's code (0.33.0's
+    scheduler over 0.32.0 asks ``SpeculativeConfig.needs_eagle_block_drop``), in either mode."""
+    import vllm
+
+    root = make_checkout(tmp_path / "newer")
+    edit(root, SCHEDULER, "        self.vllm_config = vllm_config\n",
+         "        self.vllm_config = vllm_config\n        vllm_config.lookahead_only_on_main\n")
+    scenario, _ = load_scenario(PARTIAL)
+    with pytest.raises(InputError) as raised:
+        replay(scenario, resolve_policy(f"branch:{root}"), resolve_policy("vllm"), "sim")
+    message = str(raised.value)
+    assert len(message.splitlines()) == 1 and raised.value.exit_code == 2
+    assert message.startswith(f"branch:{root}: vllm/v1/core/sched/scheduler.py:")
+    assert message.endswith(f"needs VllmConfig.lookahead_only_on_main, which the installed vLLM {vllm.__version__} lacks")
+    executor_for("sim").close()
+
+    split_only = make_checkout(tmp_path / "split")
+    replace_split(split_only, UNFIT_SPLIT)
+    with pytest.raises(InputError, match=r"scheduler\.py:\d+ needs Scheduler\.lookahead_only_on_main, which the "):
+        replay(scenario, resolve_policy(str(split_only)), resolve_policy("vllm"), "sim")
+
+
+@pytest.mark.slow
+def test_a_checkout_missing_an_attribute_of_its_own_objects_is_still_its_finding(tmp_path):
+    root = make_checkout(tmp_path / "buggy")
+    replace_split(root, UNFIT_SPLIT.replace("self.lookahead_only_on_main", "request.typo_of_the_branch"))
+    scenario, _ = load_scenario(PARTIAL)
+    replayed = replay(scenario, resolve_policy(f"branch:{root}"), resolve_policy("vllm"), "sim")
+    assert replayed.verdict.status == VerdictStatus.DIVERGED  # the branch's own Request lacks it: its bug
+    assert "typo_of_the_branch" in replayed.verdict.summary
+    executor_for("sim").close()

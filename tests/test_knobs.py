@@ -48,7 +48,9 @@ def test_rules_between_knobs_name_the_knob_at_fault():
     cases = [({"mamba_block_size": 60, "block_size": 16}, "engine.mamba_block_size"),
              ({"mamba_block_size": 64, "block_size": 16, "hash_block_size": 48}, "engine.hash_block_size"),
              ({"spec_decode": "off", "num_speculative_tokens": 2}, "engine.num_speculative_tokens"),
-             ({"spec_decode": "mtp", "num_speculative_tokens": 0}, "engine.num_speculative_tokens")]
+             ({"spec_decode": "mtp", "num_speculative_tokens": 0}, "engine.num_speculative_tokens"),
+             ({"spec_decode": "off", "num_speculative_tokens": 0, "disable_lookahead_block_hashes": True},
+              "engine.disable_lookahead_block_hashes")]
     for engine, field_path in cases:
         with pytest.raises(ScenarioError) as err:
             Scenario.from_dict(_with(engine))
@@ -64,6 +66,9 @@ def test_knobs_left_out_at_their_default_keep_old_files_byte_for_byte():
 
 def test_generation_and_mutation_reach_every_knob_they_declare():
     for name, row in KNOBS.items():
+        if not row.available:  # a knob the installed vLLM lacks is neither drawn nor mutated
+            assert all(s.engine.at_default(name) for s in GENERATED) and f"knob-{name}" not in MUTATIONS, name
+            continue
         if row.generate is not None:
             assert len({getattr(s.engine, name) for s in GENERATED}) > 1, name
         if row.mutate is not None:
@@ -78,7 +83,7 @@ def test_every_shrinkable_knob_returns_to_its_default_when_nothing_depends_on_it
         mamba_block_size=256, block_size=256, hash_block_size=16, spec_decode="eagle", num_speculative_tokens=3,
         step_budgets=(100, 200), max_num_batched_tokens=700, long_prefill_token_threshold=300, max_num_seqs=2,
         retention_interval=None, prefill_checkpoint_alignment=16, shared_prefix_checkpoint=True,
-        num_kv_blocks=4000)
+        num_kv_blocks=4000, disable_lookahead_block_hashes=True, prefill_schedule_interval=3)
     shrunk = minimize(start, lambda s: True, max_seconds=60).minimized.engine
     for name, row in KNOBS.items():
         if not row.shrink.fixed:
@@ -95,3 +100,18 @@ def test_vllm_is_given_only_arguments_it_has():
         assert set(scheduler_settings(s.engine)) <= {f.name for f in fields(SchedulerConfig)}
     eagle = EngineKnobs(spec_decode="eagle", num_speculative_tokens=2)
     assert engine_args(eagle)["speculative_config"] == {"method": "mtp", "num_speculative_tokens": 2}
+    assert "prefill_schedule_interval" not in scheduler_settings(eagle)  # a knob some vLLMs lack, at its default
+
+
+def test_a_knob_the_installed_vllm_lacks_makes_a_run_unsupported_with_the_reason():
+    from fuzz.model.knobs import unsupported_reason
+
+    for name, row in KNOBS.items():
+        if row.needs is None:
+            continue
+        knobs = EngineKnobs(spec_decode="mtp", num_speculative_tokens=2, **{name: not DEFAULTS[name]
+                            if row.kind == "bool" else 2})
+        reason = unsupported_reason(knobs)
+        assert (reason is None) == row.available, name
+        if reason is not None:
+            assert reason.startswith(f"engine.{name} needs ") and row.needs.since in reason

@@ -20,7 +20,7 @@ from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
 from fuzz.oracle.verdict import FailOn, finding_signature
 from fuzz.report.finding_report import store_finding
-from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, SAVED_LINE, Progress
+from fuzz.search.libfuzzer import DETECTED_LINE, FINDING_LINE, SAVED_LINE, UNUSABLE_LINE, Progress
 from fuzz.search.reducer import reduce_one
 from fuzz.search.settings import RunSettings
 from fuzz.search.supervisor import RunClock, interrupt_ends, stop_at_deadline, sync_signature_counts
@@ -77,6 +77,15 @@ def test_one_announcement_per_signature_and_repeats_in_the_status_line():
     assert progress.take_announcements() == []
     assert "signatures 2 (repeats 3)" in progress.line()
     assert progress.first_raw_bundles() == [("sig-a", "/raw/worker-0/sig-a"), ("sig-b", "/raw/worker-1/sig-b")]
+
+
+def test_a_worker_stopped_on_bad_input_ends_the_run_with_its_first_reason():
+    """A checkout unfit for the installed vLLM: the worker prints why and exits 2; the run says it, no finding."""
+    progress = Progress()
+    progress.feed(0, f"{UNUSABLE_LINE} branch:/x: vllm/v1/core/sched/scheduler.py:342 needs VllmConfig.a, which ...")
+    progress.feed(1, f"{UNUSABLE_LINE} a later reason")
+    assert progress.unusable == "branch:/x: vllm/v1/core/sched/scheduler.py:342 needs VllmConfig.a, which ..."
+    assert progress.findings == [] and progress.worker_crashes == 0
 
 
 def _stored_finding(store):

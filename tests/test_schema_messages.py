@@ -70,7 +70,8 @@ SCENARIO_CASES = [
     ("engine.shared_prefix_checkpoint", 1, "engine.shared_prefix_checkpoint: expected true or false, got 1"),
     ("engine.bogus", 1, "engine.bogus: unknown field"),
     ("expect", [], "expect: expected an object of policy: status, got list"),
-    ("expect", {"vllm": "ok"}, "expect.vllm: 'ok' is not one of clean, diverged, inconclusive, unsupported, regressed"),
+    ("expect", {"vllm": "ok"}, "expect.vllm: 'ok' is not one of clean, diverged, inconclusive, unsupported, regressed, "
+                               "nor an object of vLLM version (0.33.0): status"),
     ("origin", None, "origin: expected a string, got NoneType"),
     (R0 + "prompt.0", 60000, "requests[0]: a can reach 60010 tokens, beyond the 16384-token context"),
 ]

@@ -17,6 +17,7 @@ from typing import Any
 
 from fuzz.cli.options import add_policy_args, policies_of
 from fuzz.errors import ConfigRejected, ExitCode
+from fuzz.model.expectations import as_found
 from fuzz.model.policies import Policy
 from fuzz.model.scenario import Scenario, load_scenario, pretty_json, prompt_lengths
 from fuzz.oracle.differential import replay
@@ -50,7 +51,7 @@ def _annotations(path: Path, target: str, minimized: Scenario, candidate: Policy
         null = replay(minimized, reference, reference).verdict.status
         if null != "clean":
             print(f"gdnfuzz: warning: the minimized scenario is {null} under vllm vs vllm", file=sys.stderr)
-        notes["expect"] = {candidate.spec: "diverged", "vllm": null}
+        notes["expect"] = as_found({candidate.spec: "diverged", "vllm": null}, minimized.engine)
     return notes
 
 

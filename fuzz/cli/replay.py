@@ -53,7 +53,7 @@ def _row(name: str, tier: str, scenario: Scenario, replayed: Any, expectation: b
         "file": name,
         "tier": tier,
         "verdict": v.status,
-        "kind": v.summary,
+        "kind": v.summary or (v.notes[0] if v.status == VerdictStatus.UNSUPPORTED and v.notes else ""),
         "signature": signature,
         "outcome": outcome(signature),
         "counted": finding_signature(v, scenario, replayed.candidate, fail_on),

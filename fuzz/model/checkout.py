@@ -16,6 +16,13 @@ checkout, and :func:`changed_files` compares exactly those files against the ins
 a checkout is only ever read through :func:`inside`, so a link that leads out of the checkout (an
 absolute symlink, ``../..``, a linked directory) is a :class:`CheckoutError` naming it, never a file
 read from elsewhere (as the base reader, ``fuzz.model.revision``, refuses to write one).
+
+A checkout written for another vLLM can reach, when it runs, for an attribute or a module the installed
+vLLM lacks (0.33.0's ``vllm/v1/core`` over 0.32.0 asks ``SpeculativeConfig.needs_eagle_block_drop``).
+That is not the candidate's bug: :func:`unfit_for_installed` recognises it (an ``AttributeError`` on an
+object of the installed vLLM, or an ``ImportError`` of a ``vllm`` module, raised by code of a vLLM source
+tree other than the installed one) and the sim tier raises :class:`CheckoutMismatch` with it, one line,
+exit 2 (``bisect`` skips such a revision, ``ci`` reports a side it cannot load), never a finding.
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib.util
+import sys
+import traceback
+import types
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +90,53 @@ def installed_vllm_root() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise LookupError("vLLM is not installed")
     return Path(next(iter(spec.submodule_search_locations))).parent
+
+
+class CheckoutMismatch(InputError):
+    """A checkout's code needs an attribute or a module the installed vLLM lacks (one line says which)."""
+
+
+def _installed_file(path: str | None) -> bool:
+    try:
+        return path is not None and Path(path).resolve().is_relative_to(installed_vllm_root() / "vllm")
+    except (LookupError, OSError):
+        return False
+
+
+def _foreign_vllm_file(path: str) -> bool:
+    """A file of a vLLM source tree (``.../vllm/...py``) that is not the installed vLLM's."""
+    return "vllm" in Path(path).parts[:-1] and not path.startswith("<") and not _installed_file(path)
+
+
+def _owner(obj: object) -> tuple[str, str | None]:
+    """What lacks the attribute, in words, and the file that defines it."""
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__, getattr(obj, "__file__", None)
+    cls = obj if isinstance(obj, type) else type(obj)
+    module = sys.modules.get(cls.__module__)
+    return cls.__qualname__, getattr(module, "__file__", None)
+
+
+def unfit_for_installed(exc: BaseException) -> str | None:
+    """One line when ``exc`` is a checkout's code reaching for what the installed vLLM lacks (see the module
+    docstring), naming the file and line, and the attribute or module; None for anything else."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")]
+    if not frames or not _foreign_vllm_file(frames[-1].filename):
+        return None
+    where = frames[-1]
+    parts = Path(where.filename).parts
+    at = f"{'/'.join(parts[len(parts) - 1 - parts[::-1].index('vllm'):])}:{where.lineno}"
+    import vllm
+
+    lacks = f"which the installed vLLM {vllm.__version__} lacks"
+    if isinstance(exc, AttributeError) and exc.name is not None and getattr(exc, "obj", None) is not None:
+        owner, defined_in = _owner(exc.obj)
+        if _installed_file(defined_in):
+            return f"{at} needs {owner}.{exc.name}, {lacks}"
+    if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] == "vllm":
+        missing = str(exc).splitlines()[0] if "cannot import name" in str(exc) else f"module {exc.name}"
+        return f"{at} needs {missing}, {lacks}"
+    return None
 
 
 def changed_files(root: Path) -> list[ChangedFile]:

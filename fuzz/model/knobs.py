@@ -15,11 +15,16 @@ Invariants:
 - every generator and mutator returns values its row's parser accepts (the generator's output is
   validated again by ``Scenario.from_dict``);
 - a knob whose row says ``omit_at_default`` is left out of ``to_dict`` at its default, so files
-  written before it existed keep their bytes and ids.
+  written before it existed keep their bytes and ids;
+- a knob whose row ``needs`` a vLLM feature the installed vLLM lacks is never drawn nor mutated (so
+  generation on that vLLM is what it was before the knob existed), gives vLLM no argument at its
+  default, and makes a scenario that sets it ``unsupported`` on every tier, with the reason
+  (:func:`unsupported_reason`), never a crash nor a config vLLM rejects.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -76,6 +81,45 @@ class VllmArg:
 
 
 @dataclass(frozen=True)
+class Needs:
+    """A vLLM feature a knob reaches: what it is, the release that brought it, and a probe of the installed
+    vLLM (imported on first use) that says whether it has it."""
+
+    what: str
+    since: str
+    probe: Callable[[], bool]
+
+    @functools.cached_property
+    def installed(self) -> bool:
+        return self.probe()
+
+
+def _speculative_field(name: str) -> Callable[[], bool]:
+    def probe() -> bool:
+        from vllm.config import SpeculativeConfig
+
+        return name in SpeculativeConfig.__dataclass_fields__
+
+    return probe
+
+
+def _scheduler_sets(attribute: str) -> Callable[[], bool]:
+    """Whether vLLM's ``Scheduler.__init__`` sets ``self.<attribute>`` (a name its code stores)."""
+    def probe() -> bool:
+        from vllm.v1.core.sched.scheduler import Scheduler
+
+        return attribute in Scheduler.__init__.__code__.co_names
+
+    return probe
+
+
+LOOKAHEAD_HASHES = Needs("lookahead block hashes (speculative_config.disable_lookahead_block_hashes)", "0.33.0",
+                         _speculative_field("disable_lookahead_block_hashes"))
+LOCAL_PREFILL_CADENCE = Needs("prefill_schedule_interval applied by the scheduler without data parallelism",
+                              "0.33.0", _scheduler_sets("local_prefill_interval"))
+
+
+@dataclass(frozen=True)
 class Knob:
     """One row of the table (see the module docstring)."""
 
@@ -95,6 +139,12 @@ class Knob:
     rescale: str | None = None  # a smaller B: "budget" (optional), "tokens" (scaled), "cap" (at most B)
     free_number: bool = True  # its size counts in "simpler" (``fuzz.reduce.simplicity``)
     vllm: VllmArg | None = None
+    needs: Needs | None = None  # the vLLM feature it reaches, where older vLLMs lack it
+
+    @property
+    def available(self) -> bool:
+        """Whether the installed vLLM reads this knob (always, for a knob that needs no feature)."""
+        return self.needs is None or self.needs.installed
 
 
 def knob(default: Any, **row: Any) -> Any:
@@ -111,7 +161,25 @@ def _speculative(e: EngineKnobs) -> dict[str, Any]:
     # instead. The scheduler treats both as the EAGLE family (use_eagle, use_eagle_block_drop).
     if e.spec_decode == "off":
         return {"speculative_config": None}
-    return {"speculative_config": {"method": "mtp", "num_speculative_tokens": e.num_speculative_tokens}}
+    extra = {"disable_lookahead_block_hashes": True} if e.disable_lookahead_block_hashes else {}
+    return {"speculative_config": {"method": "mtp", "num_speculative_tokens": e.num_speculative_tokens, **extra}}
+
+
+def _needs_spec(name: str) -> Callable[[Values], tuple[str, str] | None]:
+    def rule(v: Values) -> tuple[str, str] | None:
+        return (name, "needs spec_decode (it is a speculative_config field)") if v[name] and v["spec_decode"] == "off" \
+            else None
+
+    return rule
+
+
+def _toggle_lookahead(e: EngineKnobs, rng: random.Random, f: Facts) -> dict[str, Any]:
+    """Lookahead hashes off (with a drafter, which they belong to) or back on."""
+    if e.disable_lookahead_block_hashes:
+        return {"disable_lookahead_block_hashes": False}
+    spec = e.spec_decode if e.spec_decode != "off" else rng.choice(("mtp", "eagle"))
+    return {"disable_lookahead_block_hashes": True, "spec_decode": spec,
+            "num_speculative_tokens": e.num_speculative_tokens or rng.randint(1, 4)}
 
 
 def _divides(v: Values) -> tuple[str, str] | None:
@@ -197,6 +265,12 @@ class EngineKnobs:
         derived_default=lambda v: 0 if v["spec_decode"] == "off" else 1, rule=_spec_count,
         phase="engine", generate=lambda c, v, f: 0 if v["spec_decode"] == "off" else c.randint(1, 4),
         shrink=Shrink(fixed=True, minimize=(1, "none")), free_number=False)
+    disable_lookahead_block_hashes: bool = knob(
+        False, doc="speculative_config.disable_lookahead_block_hashes (vLLM 0.33+): an EAGLE-family drafter's "
+        "hashes without the tokens it reads past each block, so the scheduler drops the trailing block again",
+        kind="bool", omit_at_default=True, rule=_needs_spec("disable_lookahead_block_hashes"), needs=LOOKAHEAD_HASHES,
+        phase="engine", generate=lambda c, v, f: v["spec_decode"] != "off" and c.random() < 0.5,
+        mutate=_toggle_lookahead)  # vLLM's argument: part of spec_decode's speculative_config
     step_budgets: tuple[int, ...] = knob(
         (), doc="hand-picked token budgets of the first steps", kind="ints", lo=1, hi=MAX_BUDGET,
         phase="engine",
@@ -227,6 +301,14 @@ class EngineKnobs:
         mutate=lambda e, rng, f: {"max_num_seqs": rng.choice((1, 2, 4, 16))},
         shrink=Shrink(minimize=(1, "none")),
         vllm=VllmArg("scheduler", lambda e: {"max_num_seqs": e.max_num_seqs}))
+    prefill_schedule_interval: int = knob(
+        1, doc="prefill_schedule_interval (applied without data parallelism from vLLM 0.33): prefill only once "
+        "every N steps that schedule, the steps between decode alone", kind="int", lo=1, hi=64, omit_at_default=True,
+        needs=LOCAL_PREFILL_CADENCE, phase="engine", generate=lambda c, v, f: c.choice((1, 1, 1, 2, 3, 4)),
+        mutate=lambda e, rng, f: {"prefill_schedule_interval": rng.choice((1, 2, 3, 4, 8))},
+        shrink=Shrink(minimize=(1, "none")),
+        vllm=VllmArg("scheduler", lambda e: {"prefill_schedule_interval": e.prefill_schedule_interval}
+                     if e.prefill_schedule_interval != 1 else {}))
     retention_interval: int | None = knob(
         0, doc="prefix_cache_retention_interval: null dense, 0 semantic checkpoints only, k one per k tokens",
         kind="int", lo=0, hi=MAX_BUDGET, nullable=True,
@@ -358,17 +440,38 @@ def engine_to_dict(e: EngineKnobs) -> dict[str, Any]:
 
 def draw_knobs(c: Choices, phase: str, values: Mapping[str, Any], facts: Facts = Facts()) -> dict[str, Any]:
     """``values`` with the knobs of ``phase`` drawn by their rows, in table order (the others as they were,
-    or at their defaults)."""
+    or at their defaults); a knob the installed vLLM lacks is not drawn (no draw is made for it)."""
     drawn = {**DEFAULTS, **values}
     for name, row in KNOBS.items():
-        if row.phase == phase and row.generate is not None:
+        if row.phase == phase and row.generate is not None and row.available:
             drawn[name] = row.generate(c, drawn, facts)
     return drawn
 
 
 def knob_mutations() -> dict[str, Callable[[EngineKnobs, random.Random, Facts], dict[str, Any]]]:
-    """``knob-<name>``: each row's mutation, as engine changes."""
-    return {f"knob-{name}": row.mutate for name, row in KNOBS.items() if row.mutate is not None}
+    """``knob-<name>``: each row's mutation, as engine changes (a knob the installed vLLM lacks has none)."""
+    return {f"knob-{name}": row.mutate for name, row in KNOBS.items() if row.mutate is not None and row.available}
+
+
+def first_release(e: EngineKnobs) -> str | None:
+    """The first vLLM release that reads every knob these knobs set (None: any vLLM does)."""
+    from fuzz.model.vllm_build import release
+
+    needed = [row.needs.since for name, row in KNOBS.items() if row.needs is not None and not e.at_default(name)]
+    return max(needed, key=release, default=None)
+
+
+def unsupported_reason(e: EngineKnobs) -> str | None:
+    """Why the installed vLLM cannot run these knobs as written (a knob set that needs a feature it lacks),
+    or None when it can: every tier's ``unsupported`` reason, never a config vLLM would reject."""
+    from fuzz.model.vllm_build import installed_vllm
+
+    for name, row in KNOBS.items():
+        if not row.available and not e.at_default(name):
+            assert row.needs is not None
+            return (f"engine.{name} needs {row.needs.what}, which vLLM {installed_vllm().version} lacks "
+                    f"(from vLLM {row.needs.since})")
+    return None
 
 
 # ---------------------------------------------------------------- what vLLM is given

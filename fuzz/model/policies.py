@@ -46,8 +46,10 @@ from fuzz.model.checkout import (
     OVERLAID_FILES,
     OVERLAID_PACKAGES,
     CheckoutError,
+    CheckoutMismatch,
     inside,
     overlay_files,
+    unfit_for_installed,
 )
 from fuzz.model.deadline import DeadlineExceeded
 from fuzz.model.decision import ask, describe
@@ -149,8 +151,11 @@ def _pre_51113_split(self: Any, request: Any, num_new_tokens: int,
     if start >= max(request.num_prompt_tokens, request.num_tokens - 1):
         return num_new_tokens
     block = self.cache_config.block_size
+    # vLLM 0.33+: block hashes may cover the drafter's lookahead, which moves the last cacheable position
+    lookahead = getattr(self, "num_hash_lookahead_tokens", 0)
     last_cache_position = get_mamba_prefill_checkpoint_position(
-        request.num_tokens, block, self.use_eagle_block_drop
+        request.num_tokens, block, self.use_eagle_block_drop,
+        **({"num_hash_lookahead_tokens": lookahead} if lookahead else {})
     )
     end = start + num_new_tokens
     # (a) round the end down to a boundary only below last_cache_position
@@ -253,18 +258,23 @@ def contract_checked(split: SplitFn, on_violation: ContractViolation) -> SplitFn
     kind the policy raises, ``SystemExit``, ``KeyboardInterrupt`` and ``GeneratorExit`` included)
     gives 0. So a policy's answer is a finding, never a crash inside vLLM nor an exit of gdnfuzz. A
     sandboxed policy's answers are checked here, in the deciding process, the same way (what it raised
-    there arrives as :class:`SplitRaised`). Only :class:`~fuzz.model.deadline.DeadlineExceeded` and
-    :class:`CandidateGone` (the tier turns them into ``hang`` and ``process-exit`` faults) pass through.
-    (A real ^C that lands inside a policy call is one of those exceptions; the next ^C stops the run.)
+    there arrives as :class:`SplitRaised`). Only :class:`~fuzz.model.deadline.DeadlineExceeded`,
+    :class:`CandidateGone` (the tier turns them into ``hang`` and ``process-exit`` faults) and, for a
+    checkout's split that reaches for what the installed vLLM lacks, :class:`~fuzz.model.checkout.CheckoutMismatch`
+    (bad input, not the split's answer) pass through. (A real ^C that lands inside a policy call is one
+    of those exceptions; the next ^C stops the run.)
     """
 
     def checked(self: Any, request: Any, num_new_tokens: int,
                 num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
         try:
             got = split(self, request, num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens)
-        except (DeadlineExceeded, CandidateGone):
+        except (DeadlineExceeded, CandidateGone, CheckoutMismatch):
             raise
         except BaseException as exc:  # noqa: BLE001 - whatever a policy raises is its finding, never our exit
+            unfit = unfit_for_installed(exc)
+            if unfit is not None:
+                raise CheckoutMismatch(unfit) from None
             raised = exc.description if isinstance(exc, SplitRaised) else describe_value(exc)
             on_violation(request, f"split raised {raised} when offered {num_new_tokens} tokens")
             return 0

@@ -234,7 +234,11 @@ Requests = Annotated[tuple[Annotated[Request, _object_says()], ...], Field(min_l
     lambda v: f"{len(v)} requests; at most {MAX_REQUESTS}" if isinstance(v, list) and len(v) > MAX_REQUESTS
     else "expected a non-empty list of requests", missing=True)]
 _STATUSES = ", ".join(s.value for s in VerdictStatus)
-Expect = Annotated[dict[str, Annotated[VerdictStatus, Says(lambda v: f"{v!r} is not one of {_STATUSES}")]],
+# A policy's expected verdict: one status on every vLLM, or per vLLM version, each holding from that version on
+# (``fuzz.model.expectations``).
+VllmVersion = Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)*$")]
+Expect = Annotated[dict[str, Annotated[VerdictStatus | dict[VllmVersion, VerdictStatus], Says(
+    lambda v: f"{v!r} is not one of {_STATUSES}, nor an object of vLLM version (0.33.0): status")]],
                    _object_says("an object of policy: status")]
 Text = Annotated[str, Strict(), Says(lambda v: f"expected a string, got {_kind(v)}")]
 
@@ -259,8 +263,9 @@ class ScenarioFields:
 @dataclass(frozen=True, kw_only=True)
 class ScenarioFile(ScenarioFields):
     """A scenario file as :func:`load_scenario` reads it: the scenario and its annotations (the published
-    JSON Schema, :data:`SCHEMA_FILE`). ``expect`` maps policy specs to verdict statuses; ``note`` and
-    ``origin`` are one-line strings."""
+    JSON Schema, :data:`SCHEMA_FILE`). ``expect`` maps policy specs to verdict statuses (or, where a vLLM
+    release changed it, to an object of ``version: status``, each from that version on:
+    ``fuzz.model.expectations``); ``note`` and ``origin`` are one-line strings."""
 
     expect: Expect = field(default_factory=dict)
     note: Text = None  # type: ignore[assignment]  # absent: no note (null is refused)

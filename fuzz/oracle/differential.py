@@ -7,7 +7,8 @@ keeps engines warm.
 
 Corpus expectations: a corpus file's ``expect`` annotation maps a candidate policy name to the
 verdict status it must get against ``vllm`` on the sim tier (``{"pre-51113": "diverged", "vllm":
-"clean"}``). ``check_expectation`` says whether a verdict meets it.
+"clean"}``; per vLLM version where a release changed it: ``fuzz.model.expectations``).
+``check_expectation`` says whether a verdict meets it on the installed vLLM.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fuzz.model.expectations import expected_status
 from fuzz.model.policies import Policy, corrected, following
 from fuzz.model.result import RunResult, RunStatus, SplitDisagreement, VerdictStatus, exact_outputs_differ
 from fuzz.model.scenario import Scenario
@@ -142,8 +144,8 @@ def judge(scenario: Scenario, candidate: RunResult, reference: RunResult, truth:
 
 
 def check_expectation(annotations: dict[str, Any], candidate: Policy, verdict: Verdict) -> bool | None:
-    """None when the file states no expectation for this candidate."""
-    expected = (annotations.get("expect") or {}).get(candidate.spec)
+    """None when the file states no expectation for this candidate (on the installed vLLM)."""
+    expected = expected_status(annotations.get("expect"), candidate.spec)
     if expected is None:
         return None
     return verdict.status == expected

@@ -28,13 +28,14 @@ import gc
 import hashlib
 import importlib
 import math
+import os
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from fuzz.errors import ConfigRejected
+from fuzz.errors import ConfigRejected, ExitCode, InputError
 from fuzz.model.deadline import exit_when_stuck
 from fuzz.model.policies import resolve_policy
 from fuzz.model.result import RunResult
@@ -47,7 +48,14 @@ from fuzz.sandbox.scope import ambient
 from fuzz.search.coverage import Probes, instrument
 from fuzz.search.folding import KnownBugs
 from fuzz.search.in_flight import InFlight
-from fuzz.search.libfuzzer import DETECTED_LINE, EXECS_LINE, FINDING_LINE, FIRST_INPUT_LINE, STARTING_LINE
+from fuzz.search.libfuzzer import (
+    DETECTED_LINE,
+    EXECS_LINE,
+    FINDING_LINE,
+    FIRST_INPUT_LINE,
+    STARTING_LINE,
+    UNUSABLE_LINE,
+)
 from fuzz.search.mutate import crossover, decode, mutate
 from fuzz.search.profiles import Profile, profile_named
 from fuzz.search.repeats import Repeats, cheap_key
@@ -136,6 +144,10 @@ class FuzzTarget:
                               reference_run=run if self._same_decisions(run) else None)
         except ConfigRejected:
             return  # an engine config vLLM refuses is not an input, let alone a finding
+        except InputError as exc:  # the candidate cannot run here (a checkout unfit for the installed vLLM)
+            self.in_flight.done()
+            print(f"{UNUSABLE_LINE} {exc}", file=sys.stderr, flush=True)
+            os._exit(ExitCode.BAD_INPUT)  # the supervisor ends the run with this line, exit 2: never a finding
         sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
         if sig == "clean":
             return

@@ -24,6 +24,7 @@ FIRST_INPUT_LINE = "gdnfuzz-first-input"  # printed when the harness starts its 
 EXECS_LINE = "gdnfuzz-execs"  # "gdnfuzz-execs N": inputs judged so far, after the first and then about once a second
 STARTING_LINE = "gdnfuzz-starting"  # "gdnfuzz-starting WHAT": the harness's start-up phase, before its first input
 DONE_PREFIX = "Done "  # libFuzzer's last line when its run count or time is reached ("Done 1000 runs in 9 second(s)")
+UNUSABLE_LINE = "gdnfuzz-unusable"  # "gdnfuzz-unusable REASON": a run's bad input (a checkout unfit for the installed vLLM)
 SAVED_LINE = "gdnfuzz-saved"  # printed by the reducer once a finding's bundle is minimized and stored
 REDUCER_READY_LINE = "gdnfuzz-reducer-ready"  # printed by the reducer once its imports are done
 STATUS = re.compile(r"#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+ (?:lim: \d+ )?exec/s: (\d+)")
@@ -100,6 +101,7 @@ class Progress:
     reducer_ready: bool = False  # the reducer's imports are done (:data:`REDUCER_READY_LINE`)
     stopped: float | None = None  # seconds to the moment the run began to stop (:meth:`stop`)
     interrupted: bool = False  # it stopped on ^C
+    unusable: str | None = None  # why a worker stopped on bad input (``UNUSABLE_LINE``): the run ends, exit 2
     lock: threading.Lock = field(default_factory=threading.Lock)
     _announced: set[str] = field(default_factory=set)
 
@@ -115,6 +117,8 @@ class Progress:
             elif line.startswith(FINDING_LINE):
                 _, sig, bundle = line.split(maxsplit=2)
                 self.findings.append((now, sig, bundle))
+            elif line.startswith(UNUSABLE_LINE):
+                self.unusable = self.unusable or line.removeprefix(UNUSABLE_LINE).strip()
             elif line.startswith(SAVED_LINE):
                 _, sig, bundle = line.split(maxsplit=2)
                 self.saved[sig] = (now, bundle)

@@ -41,7 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import IO
 
-from fuzz.errors import ExitCode
+from fuzz.errors import ExitCode, InputError
 from fuzz.interpreter import python_command
 from fuzz.plural import plural
 from fuzz.report.finding_report import store_finding
@@ -356,10 +356,13 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
             while procs:
                 time.sleep(0.5)
                 deadline = clock.deadline()
-                if not stopping and deadline is not None and time.time() >= deadline:
+                unusable = progress.unusable is not None  # a worker cannot run the candidate: the run ends, exit 2
+                if not stopping and (deadline is not None and time.time() >= deadline or unusable):
                     stopping = True
                     progress.stop(clock.interrupted)
-                    status.say(f"{'interrupted' if clock.interrupted else 'time is up'}: stopping "
+                    why = "interrupted" if clock.interrupted else "the candidate cannot run here" if unusable \
+                        else "time is up"
+                    status.say(f"{why}: stopping "
                                f"{plural(len(procs), 'worker')}" + ("; ^C again to quit at once" if clock.interrupted
                                                                     else ""))
                     stop_at_deadline([proc for proc, _, _ in procs.values()])
@@ -372,7 +375,7 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
                     thread.join(timeout=5)
                     del procs[i]
                     progress.retire(i)
-                    if stopping or ended_normally(proc.returncode, log):
+                    if stopping or progress.unusable is not None or ended_normally(proc.returncode, log):
                         continue
                     if isinstance(proc, WarmWorker) and proc.lost:  # the server went, taking it along
                         forget_in_flight(worker_dirs.claim(i))
@@ -407,4 +410,6 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
             progress.feed(-1, f"{SAVED_LINE} {sig} {stored}")
     status.announce()
     sync_signature_counts(crashes, progress.signatures())
+    if progress.unusable is not None:
+        raise InputError(progress.unusable)
     return progress.exit_code()

@@ -65,6 +65,7 @@ from typing_extensions import TypedDict
 
 from fuzz.errors import FieldError
 from fuzz.model import json_input, schema
+from fuzz.model.expectations import as_found
 from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import Scenario, ScenarioError, load_scenario, pretty_json, scenario_summary
 from fuzz.model.schema import Says
@@ -285,7 +286,7 @@ def save_finding(f: Finding, crashes: Path, regressions: Path | None, documents:
     expect = {f.candidate: f.verdict.status.value}
     if f.reference == "vllm" and head.side == "candidate":
         expect["vllm"] = VerdictStatus.CLEAN.value
-    annotations = {"expect": expect, "origin": f"gdnfuzz finding {f.signature}"}
+    annotations = {"expect": as_found(expect, f.minimized.engine), "origin": f"gdnfuzz finding {f.signature}"}
     regression = None if regressions is None else regressions / f"{f.signature}.json"
     with _new_bundle(bundle, regression) as staging:
         _write_bundle(f, bundle, staging, regression, documents, annotations, replay)

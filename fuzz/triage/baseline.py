@@ -14,6 +14,7 @@ from pathlib import Path
 
 from fuzz.errors import FieldError, InputError
 from fuzz.model import json_input
+from fuzz.model.expectations import expected_status
 from fuzz.model.policies import Policy
 from fuzz.model.scenario import load_scenario
 from fuzz.oracle.differential import replay
@@ -50,7 +51,7 @@ def recorded_own_findings(corpus: str | Path, policy: Policy) -> set[str]:
     known = set()
     for path in json_input.json_files(Path(corpus), _refuse):
         scenario, notes = load_scenario(path)
-        if notes.get("expect", {}).get(policy.spec) == "diverged":
+        if expected_status(notes.get("expect"), policy.spec) == "diverged":
             run = replay(scenario, policy, policy)
             known.add(finding_signature(run.verdict, scenario, run.candidate, default_fail_on()))
     return known

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fuzz.errors import InputError
+from fuzz.model.expectations import expected_statuses
 from fuzz.model.policies import named_in_data, resolve_policy
 from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import load_scenario
@@ -40,7 +41,7 @@ def finding_of(path: Path, candidate: str | None = None, reference: str | None =
     else:
         scenario, notes = load_scenario(path)
         fail_on = FailOn(ANY)
-        expect = notes.get("expect", {})
+        expect = expected_statuses(notes.get("expect"))
         shown = sorted((p for p, status in expect.items() if status in SHOWN), key=lambda p: p in CANARIES)
         candidate = candidate or (named_in_data(shown[0], f"{path}: expect", "--candidate") if shown else "vllm")
         reference = reference or "vllm"

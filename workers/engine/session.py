@@ -53,6 +53,7 @@ from typing import Any
 from fuzz.errors import GdnfuzzError
 from fuzz.model.drive import Drive
 from fuzz.model.knobs import EngineKnobs, engine_args, scheduler_settings
+from fuzz.model.knobs import unsupported_reason as knobs_unsupported
 from fuzz.model.policies import Policy, contract_checked
 from fuzz.model.result import Chunk, Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus, StepRecord
 from fuzz.model.scenario import (
@@ -89,6 +90,9 @@ class Unsupported(GdnfuzzError):
 def unsupported_reason(scenario: Scenario) -> str | None:
     """Why the CPU engine cannot run ``scenario`` as written, or None when it can."""
     k = scenario.engine
+    installed = knobs_unsupported(k)
+    if installed is not None:
+        return installed
     if k.spec_decode == "eagle":
         return "spec_decode='eagle': the tiny model has no EAGLE draft head (its MTP head runs as spec_decode='mtp')"
     if any(r.external_tokens for r in scenario.requests):

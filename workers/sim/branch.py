@@ -23,8 +23,10 @@ Invariants:
   interrupts sooner, and an interrupted exchange ends the child (its answer would come late).
 - A branch that needs something the installed vLLM lacks (a name it imports, a module it expects), or
   whose loading exits or passes its bound, fails at start with :class:`BranchError` (exit 2), one line
-  saying what happened; an exception its scheduler raises is raised here under its own type name (a fault
-  of the run, as on the installed side), and a child that exits or hangs during a run is
+  saying what happened; one that reaches for an attribute or module the installed vLLM lacks while a
+  scenario runs fails the same way then (``fuzz.model.checkout.unfit_for_installed``), never a finding;
+  any other exception its scheduler raises is raised here under its own type name (a fault of the run,
+  as on the installed side), and a child that exits or hangs during a run is
   :class:`~fuzz.model.policies.CandidateGone` (a ``process-exit`` or ``hang`` fault).
 """
 
@@ -34,7 +36,8 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from fuzz.errors import ConfigRejected, InputError
+from fuzz.errors import ConfigRejected
+from fuzz.model.checkout import CheckoutMismatch
 from fuzz.model.deadline import deadline_seconds
 from fuzz.model.scenario import Scenario
 from fuzz.sandbox.channel import ChildFailed, JsonChild
@@ -42,7 +45,7 @@ from fuzz.sandbox.remote import gone, run_bound
 from fuzz.sandbox.scope import load_timeout
 
 
-class BranchError(InputError):
+class BranchError(CheckoutMismatch):
     """The checkout's scheduling code cannot run on the installed vLLM (one line says what it lacks)."""
 
 
@@ -74,6 +77,8 @@ class BranchRunner:
             raise
         if "rejected" in answer:
             raise ConfigRejected(str(answer["rejected"]))
+        if "unfit" in answer:
+            raise BranchError(f"branch:{self.checkout}: {answer['unfit']}")
         if "raised" in answer:
             name, message_text = answer["raised"]
             raise raised_as(str(name), str(message_text))

@@ -10,7 +10,8 @@ served in place of the installed modules, its ``Scheduler`` driven step by step 
 - ``{"op": "update", "runner": sampled and draft tokens | null, "arrivals", "aborts"}`` ->
   ``{"requests": {id: state}, "index": [[hash key hex, [block ids]]...], "has_requests": bool}``;
 an exception the branch raises is ``{"raised": [type name, message]}``, a configuration vLLM refuses
-``{"rejected": one line}``.
+``{"rejected": one line}``, code of the branch reaching for what the installed vLLM lacks ``{"unfit": one
+line}`` (``fuzz.model.checkout.CheckoutMismatch``).
 
 Invariant: :class:`CheckoutFinder` is first on ``sys.meta_path`` before anything imports vLLM, so every
 import of an overlaid module (``fuzz.model.checkout.overlay_modules``), by the branch or by the
@@ -30,7 +31,7 @@ from types import ModuleType
 from typing import Any
 
 from fuzz.errors import ConfigRejected
-from fuzz.model.checkout import overlay_modules
+from fuzz.model.checkout import CheckoutMismatch, overlay_modules, unfit_for_installed
 from fuzz.sandbox.channel import Ask, serve
 from fuzz.verbosity import follow_environment
 from workers.sim.branch import BranchError
@@ -193,7 +194,12 @@ def main() -> None:
             return run.schedule(request) if request["op"] == "schedule" else run.update(request)
         except ConfigRejected as exc:
             return {"rejected": str(exc)}
+        except CheckoutMismatch as exc:
+            return {"unfit": str(exc)}
         except Exception as exc:  # noqa: BLE001 - what the branch raises is a fault of the run, reported there
+            unfit = unfit_for_installed(exc)  # e.g. the branch's Scheduler built on the installed configs
+            if unfit is not None:
+                return {"unfit": unfit}
             return {"raised": [type(exc).__name__, str(exc)[:MAX_MESSAGE]]}
 
     serve(fd, ready, handle)

@@ -25,12 +25,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fuzz.errors import ConfigRejected
+from fuzz.model.checkout import CheckoutMismatch, unfit_for_installed
 from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
 from fuzz.model.decision import DisagreementProbe
 from fuzz.model.drive import Drive
-from fuzz.model.knobs import EngineKnobs
+from fuzz.model.knobs import unsupported_reason
 from fuzz.model.policies import CandidateGone, Policy, contract_checked
-from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, StepRecord
+from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus, StepRecord
 from fuzz.model.scenario import (
     MAX_CONTEXT,
     VOCAB_SIZE,
@@ -45,7 +46,7 @@ from workers.sim.block_hashes import memoized_block_hasher
 from workers.sim.branch import BranchRaised, BranchRunner
 from workers.sim.fidelity import check_mirror_fidelity
 from workers.sim.hash_index import MambaHashIndex
-from workers.sim.runner_mirror import PrefillCheckpoints, RunnerMirror, StepWork
+from workers.sim.runner_mirror import RunnerMirror, StepOutcome, StepWork
 from workers.sim.scheduler import build_scheduler, default_num_blocks, release_scheduler
 from workers.sim.symbolic import State, greedy_continuation, next_token
 
@@ -106,6 +107,10 @@ class SimExecutor(BaseExecutor):
             probe = DisagreementProbe(policy.split, reference.split)
             policy = replace(policy, split=probe.split)
         knobs = scenario.engine
+        reason = unsupported_reason(knobs)
+        if reason is not None:  # a knob the installed vLLM lacks: not this vLLM's configuration to judge
+            return RunResult(tier=self.tier, policy=policy.name, scenario_id=scenario.scenario_id(),
+                             status=RunStatus.UNSUPPORTED, notes=[f"unsupported by the installed vLLM: {reason}"])
         num_blocks, limit = _pool_blocks(scenario), self._step_limit(scenario)
         if knobs.num_kv_blocks is not None and knobs.num_kv_blocks < required_kv_blocks(scenario):
             raise ConfigRejected(
@@ -139,7 +144,7 @@ class SimExecutor(BaseExecutor):
         run = _Run(
             scenario=scenario,
             scheduler=scheduler,
-            mirror=RunnerMirror(knobs.mamba_block_size, knobs.num_spec_tokens, _checkpoints(scheduler, knobs)),
+            mirror=RunnerMirror(scheduler.vllm_config, scheduler.kv_cache_config, MAMBA_GROUP, num_blocks),
             result=result,
             drive=Drive(scenario, limit),
             specs={r.id: r for r in scenario.requests},
@@ -153,9 +158,14 @@ class SimExecutor(BaseExecutor):
         except DeadlineExceeded:
             result.faults.append(Fault(kind="hang", detail=f"the run passed its {deadline_seconds():g} s deadline "
                                        f"in step {run.step}", step=run.step))
+        except CheckoutMismatch:
+            raise
         except CandidateGone as exc:  # a sandboxed split's process ended or hung: a fault of the run, this step
             result.faults.append(Fault(kind=exc.kind, detail=exc.detail, step=run.step))
         except Exception as exc:  # anything vLLM raises mid-run is a finding, not a crash of ours
+            unfit = unfit_for_installed(exc)  # a checkout's code reaching for what the installed vLLM lacks
+            if unfit is not None:
+                raise CheckoutMismatch(unfit) from None
             result.faults.append(Fault(kind="exception", detail=f"{type(exc).__name__}: {exc}",
                                        step=len(result.steps)))
         self._collect(run)
@@ -253,7 +263,6 @@ class SimExecutor(BaseExecutor):
         from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
 
         mirror = run.mirror
-        mirror.forget(set(output.finished_req_ids) | set(output.preempted_req_ids or ()))
         for rid in output.finished_req_ids:
             mirror.drop(rid)
         block_copies = mirror.zero_and_copy(
@@ -285,7 +294,7 @@ class SimExecutor(BaseExecutor):
             known = request.all_token_ids[start : start + n - len(drafts)]
             work.append(StepWork(rid, list(known) + drafts, len(drafts),
                                  samples=start + n - len(drafts) >= request.num_tokens))
-        outcome = mirror.step(work, block_copies)
+        outcome = mirror.step(work, output, block_copies) if work else StepOutcome(copies=block_copies)
         record.chunks = outcome.chunks
         record.copies = outcome.copies
 
@@ -425,13 +434,6 @@ def _total_tokens(scenario: Scenario) -> int:
 def _pool_blocks(scenario: Scenario) -> int:
     """The KV pool: the scenario's, else one large enough that nothing is evicted."""
     return scenario.engine.num_kv_blocks or default_num_blocks(scenario.engine, 2 * _total_tokens(scenario))
-
-
-def _checkpoints(scheduler: Any, knobs: EngineKnobs) -> PrefillCheckpoints:
-    """The inputs the backend's checkpoint builder reads from vLLM's cache config, for this scheduler."""
-    kv = scheduler.kv_cache_config
-    return PrefillCheckpoints(knobs.prefill_checkpoint_alignment, scheduler.hash_block_size,
-                              kv.cache_hit_alignment_tokens, scheduler.use_eagle_block_drop)
 
 
 def _hasher(scheduler: Any) -> Callable[[Any], list[Any]]:

@@ -1,18 +1,20 @@
-"""The sim tier's fidelity guard: the vLLM functions the runner mirror copies, fingerprinted.
+"""The sim tier's fidelity guard: the vLLM functions the runner mirror still copies, fingerprinted.
 
-``workers.sim.runner_mirror`` re-implements a few functions of vLLM's model runner. Its verdicts are
-only as good as that copy, so every function it names (:data:`MIRRORED`) is fingerprinted: the
-SHA-256 of its exact source text, read from the installed vLLM file with ``ast`` (the same text
-``inspect.getsource`` returns, without importing the GPU model runner). The fingerprints the mirror
-was checked against are committed in ``mirror_fingerprints.json`` beside this file, with the vLLM
-version they were taken from.
+``workers.sim.runner_mirror`` calls vLLM's own runner code where it can (``workers.sim.runner_calls``:
+a new vLLM's is followed by construction) and re-implements the rest: a Triton kernel's decisions, the
+GPU runner's batch updates, the kernels' slot use. Those verdicts are only as good as that copy, so
+every function the mirror copies (:data:`MIRRORED`) is fingerprinted: the SHA-256 of its exact source
+text, read from the installed vLLM file with ``ast`` (the same text ``inspect.getsource`` returns,
+without importing the GPU model runner). The fingerprints the mirror was checked against are committed
+in ``mirror_fingerprints.json`` beside this file, per vLLM version checked.
 
-Invariant: a sim run never starts silently on a vLLM whose mirrored code differs from what was
-checked. :func:`check_mirror_fidelity` names each function whose source changed (or vanished) and
-warns, or raises :class:`FidelityError` (exit 2) when strict (``GDNFUZZ_STRICT_FIDELITY=1``, which
-``gdnfuzz ci`` and ``gdnfuzz fidelity --strict`` set). A new vLLM release whose mirrored functions are
-unchanged passes without a word; re-record with ``gdnfuzz fidelity --record`` only after re-checking
-the mirror against the changed functions.
+Invariant: a sim run never starts silently on a vLLM whose mirrored code differs from every version
+checked. :func:`check_mirror_fidelity` names each function whose source matches none (or vanished)
+and warns, or raises :class:`FidelityError` (exit 2) when strict: ``GDNFUZZ_STRICT_FIDELITY=1`` (which
+``gdnfuzz ci`` and ``gdnfuzz fidelity --strict`` set), or a CI run (``CI`` set, as GitHub Actions,
+Buildkite and most CI systems set it; ``GDNFUZZ_STRICT_FIDELITY=0`` warns there). A new vLLM release
+whose mirrored functions are unchanged passes without a word; record it with ``gdnfuzz fidelity
+--record`` only after re-checking the mirror against the changed functions.
 """
 
 from __future__ import annotations
@@ -32,16 +34,13 @@ from fuzz.store.atomic import atomic_write
 
 FINGERPRINTS = Path(__file__).with_name("mirror_fingerprints.json")
 STRICT_ENV = "GDNFUZZ_STRICT_FIDELITY"
-# (module, qualified name): each one named in runner_mirror's docstring, mirrored or called there.
+CI_ENV = "CI"
+# (module, qualified name): each one named in runner_mirror's docstring as mirrored (what it calls is not here).
 MIRRORED: tuple[tuple[str, str], ...] = (
-    ("vllm.v1.worker.mamba_utils", "preprocess_mamba"),
-    ("vllm.v1.worker.mamba_utils", "cleanup_mamba_state_idx"),
     ("vllm.v1.worker.mamba_utils", "postprocess_mamba_fused_kernel"),
-    ("vllm.model_executor.layers.mamba.mamba_utils", "get_temporal_copy_spec"),
     ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner._update_states"),
     ("vllm.v1.worker.gpu_model_runner", "GPUModelRunner._update_states_after_model_execute"),
-    ("vllm.model_executor.layers.mamba.checkpoint", "MambaPrefillCheckpointBuilder.build"),
-    ("vllm.model_executor.layers.mamba.checkpoint", "compute_mamba_prefill_checkpoints"),
+    ("vllm.v1.worker.gpu_worker", "Worker.initialize_from_config"),
     ("vllm.model_executor.layers.mamba.ops.ssd_checkpoint", "store_prefill_checkpoint"),
 )
 
@@ -92,13 +91,18 @@ def current_fingerprints() -> dict[str, str]:
     return {f"{m}:{q}": fingerprint(m, q) for m, q in MIRRORED}
 
 
-def recorded() -> dict[str, object]:
-    return json.loads(FINGERPRINTS.read_text())
+def recorded() -> dict[str, dict[str, str]]:
+    """vLLM version -> its mirrored functions' fingerprints, for every version the mirror was checked against."""
+    return json.loads(FINGERPRINTS.read_text())["checked"]
+
+
+def checked_versions() -> list[str]:
+    return sorted(recorded(), key=lambda v: tuple(int(p) if p.isdigit() else 0 for p in v.split(".")))
 
 
 def mismatches() -> list[Mismatch]:
-    """Each mirrored function whose installed source differs from the recorded fingerprint."""
-    checked: dict[str, str] = recorded()["functions"]  # type: ignore[assignment]
+    """Each mirrored function whose installed source matches the fingerprint of no version checked."""
+    checked = recorded()
     found: list[Mismatch] = []
     for module, qualname in MIRRORED:
         name = f"{module}:{qualname}"
@@ -107,22 +111,27 @@ def mismatches() -> list[Mismatch]:
         except (LookupError, OSError, SyntaxError, ImportError) as exc:
             found.append(Mismatch(name, f"cannot be read ({exc})"))
             continue
-        if checked.get(name) != now:
-            found.append(Mismatch(name, "changed" if name in checked else "was never checked"))
+        known = {functions[name] for functions in checked.values() if name in functions}
+        if now not in known:
+            found.append(Mismatch(name, "changed" if known else "was never checked"))
     return found
 
 
 def record() -> Path:
-    """Write the installed vLLM's fingerprints as the checked ones (after re-checking the mirror)."""
-    import vllm
+    """Add the installed vLLM's fingerprints to the checked ones (after re-checking the mirror)."""
+    from fuzz.model.vllm_build import installed_vllm
 
-    data = {"vllm": vllm.__version__, "functions": current_fingerprints()}
-    atomic_write(FINGERPRINTS, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    checked = {**recorded(), installed_vllm().version: current_fingerprints()}
+    atomic_write(FINGERPRINTS, json.dumps({"checked": checked}, indent=1, sort_keys=True) + "\n")
     return FINGERPRINTS
 
 
 def strict_from_env() -> bool:
-    return os.environ.get(STRICT_ENV, "") not in ("", "0")
+    """Strict where asked (``GDNFUZZ_STRICT_FIDELITY``), and in CI unless asked not to be."""
+    asked = os.environ.get(STRICT_ENV)
+    if asked is not None and asked != "":
+        return asked != "0"
+    return os.environ.get(CI_ENV, "") not in ("", "0", "false")
 
 
 def check_mirror_fidelity(strict: bool | None = None) -> list[Mismatch]:
@@ -130,8 +139,8 @@ def check_mirror_fidelity(strict: bool | None = None) -> list[Mismatch]:
     found = mismatches()
     if not found:
         return found
-    version = recorded().get("vllm")
-    message = (f"the sim tier's runner mirror (workers/sim/runner_mirror.py) was checked against vLLM {version}; "
+    versions = ", ".join(checked_versions())
+    message = (f"the sim tier's runner mirror (workers/sim/runner_mirror.py) was checked against vLLM {versions}; "
                f"in the installed vLLM these differ: {'; '.join(map(str, found))}")
     if strict_from_env() if strict is None else strict:
         raise FidelityError(message)

