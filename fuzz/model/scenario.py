@@ -39,8 +39,9 @@ FORMAT_KEY = "gdnfuzz_scenario"
 VOCAB_SIZE = 32_000
 MAX_CONTEXT = 16_384  # tokens: the tiny hybrid model's context (max_position_embeddings), on every tier
 # Keys a corpus file may carry beside the scenario itself; they never change
-# what the scenario computes.
-ANNOTATION_KEYS = ("expect", "note", "origin")
+# what the scenario computes. ``upstream``: the upstream report of a bug of vLLM's own that the file
+# reproduces (an exported suite names it in the case's xfail reason).
+ANNOTATION_KEYS = ("expect", "note", "origin", "upstream")
 
 
 class ScenarioError(FieldError):
@@ -253,18 +254,20 @@ class ScenarioFields:
     expect: Any = None
     note: Any = None
     origin: Any = None
+    upstream: Any = None
 
 
 @with_config(ConfigDict(extra="forbid", title="gdnfuzz scenario"))
 @dataclass(frozen=True, kw_only=True)
 class ScenarioFile(ScenarioFields):
     """A scenario file as :func:`load_scenario` reads it: the scenario and its annotations (the published
-    JSON Schema, :data:`SCHEMA_FILE`). ``expect`` maps policy specs to verdict statuses; ``note`` and
-    ``origin`` are one-line strings."""
+    JSON Schema, :data:`SCHEMA_FILE`). ``expect`` maps policy specs to verdict statuses; ``note``,
+    ``origin`` and ``upstream`` are one-line strings."""
 
     expect: Expect = field(default_factory=dict)
     note: Text = None  # type: ignore[assignment]  # absent: no note (null is refused)
     origin: Text = None  # type: ignore[assignment]
+    upstream: Text = None  # type: ignore[assignment]
 
 
 def _parse_scenario(data: Any, form: type[ScenarioFields] = ScenarioFields) -> Scenario:
