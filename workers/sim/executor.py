@@ -29,7 +29,7 @@ from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
 from fuzz.model.drive import Drive
 from fuzz.model.knobs import EngineKnobs
 from fuzz.model.policies import Policy, contract_checked
-from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, StepRecord
+from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, StepRecord, exception_stack
 from fuzz.model.scenario import (
     MAX_CONTEXT,
     VOCAB_SIZE,
@@ -143,7 +143,7 @@ class SimExecutor(BaseExecutor):
                                        f"in step {run.step}", step=run.step))
         except Exception as exc:  # anything vLLM raises mid-run is a finding, not a crash of ours
             result.faults.append(Fault(kind="exception", detail=f"{type(exc).__name__}: {exc}",
-                                       step=len(result.steps)))
+                                       step=len(result.steps), stack=exception_stack(exc)))
         self._collect(run)
         release_scheduler(scheduler)
         if probe is not None:
