@@ -13,6 +13,8 @@ from typing import Any
 
 from fuzz.model.scenario import pretty_json, scenario_summary
 from fuzz.oracle.finding import replay_argv
+from fuzz.oracle.verdict import reference_is_wrong
+from fuzz.report.expectation import Expectation, expectation
 from fuzz.report.lifecycle import lifecycle_rows
 from fuzz.report.vllm_terms import model_words, serve_command, vllm_locations
 from fuzz.store.bundle import ENVIRONMENT_KEYS, TEST_FILE, CrashBundle
@@ -137,7 +139,10 @@ def vllm_terms(bundle: CrashBundle) -> str:
     lines = [f"```sh\n{serve_command(knobs)}\n```", *[f"- {w}" for w in model_words(knobs)],
              "- code: " + "; ".join(f"`{name}` (`{where}`)" for name, where in vllm_locations().items())]
     cause = (bundle.verdict.get("verdict") or {}).get("root_cause")
-    if cause:
+    written = _report_section(bundle.report, "Root cause")
+    if written:  # the report's own: a disagreement of the candidate's, or vLLM's defect, with the deciding line
+        lines.append(f"- root cause: {written[0].lower() + written[1:]}")
+    elif cause and not reference_is_wrong(bundle.signature):
         lines.append(f"- root cause: at step {cause['step']}, `{cause['request_id']}` was offered {cause['offered']} "
                      f"tokens from {cause['start']}; `{bundle.verdict['candidate']}` scheduled {cause['candidate']} "
                      f"where `{bundle.verdict['reference']}` scheduled {cause['reference']} ({cause['departure']} "
@@ -145,10 +150,24 @@ def vllm_terms(bundle: CrashBundle) -> str:
     return "\n".join(lines)
 
 
+def _report_section(report: str, title: str) -> str | None:
+    """The text of ``report.md``'s section ``title`` (a report written before it had one: None)."""
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", report, re.M | re.S)
+    text = match.group(1).strip() if match else ""
+    return text if text and not text.startswith("Not located") else None
+
+
+def regression_test_expectation(bundle: CrashBundle) -> Expectation:
+    """What the bundle's test checks and does on the vLLM the finding was judged on."""
+    v = bundle.verdict
+    return expectation(v["signature"], v["candidate"], v["reference"], "installed", bundle.environment["vllm"])
+
+
 def _regression_test(bundle: CrashBundle) -> str:
     if bundle.test is None:
         return f"```python\n{regression_snippet(bundle)}```"
-    return (f"It needs only vLLM and pytest (`pytest {TEST_FILE}`): it fails while the bug is there.\n\n"
+    expect = regression_test_expectation(bundle)
+    return (f"It needs only vLLM and pytest (`pytest {TEST_FILE}`). {expect.what()} {expect.result()}\n\n"
             f"<details><summary>{TEST_FILE}</summary>\n\n```python\n{bundle.test}```\n</details>")
 
 
