@@ -58,10 +58,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert "does not fit" in _one_line_error(capsys)
     rejected = tmp_path / "rejected.json"
     data = json.loads(seed_case().read_text())
-    data["engine"].update(max_num_batched_tokens=4, max_num_seqs=16)
+    data["engine"].update(max_num_batched_tokens=4, max_num_seqs=16, step_budgets=[])  # budgets within it
     rejected.write_text(json.dumps(data))
     assert main(["replay", str(rejected)]) == 2
     assert "vLLM rejects" in _one_line_error(capsys)
+    data["engine"].update(max_num_batched_tokens=2048, step_budgets=[364, 4096])
+    rejected.write_text(json.dumps(data))
+    assert main(["replay", str(rejected)]) == 2
+    assert "engine.step_budgets: 4096 exceeds max_num_batched_tokens 2048" in _one_line_error(capsys)
 
 
 def test_a_bad_step_bound_is_a_usage_error(capsys):

@@ -34,11 +34,12 @@ MUTATIONS = {
 }
 
 
-def _mutant(name: str) -> Any:
+def build(name: str, old: str, new: str) -> Any:
+    """The installed split with its one occurrence of ``old`` replaced by ``new``, compiled against the
+    scheduler module's globals (a ValueError where ``old`` does not occur exactly once)."""
     import vllm.v1.core.sched.scheduler as scheduler_module
 
-    old, new = MUTATIONS[name]
-    source = textwrap.dedent(inspect.getsource(scheduler_module.Scheduler._mamba_block_aligned_split))
+    source = textwrap.dedent(inspect.getsource(scheduler_module.Scheduler.__dict__["_mamba_block_aligned_split"]))
     if source.count(old) != 1:
         raise ValueError(f"mutant {name}: {old!r} occurs {source.count(old)} times in the installed split")
     namespace = dict(vars(scheduler_module))
@@ -48,5 +49,5 @@ def _mutant(name: str) -> Any:
 
 def __getattr__(name: str) -> Any:
     if name in MUTATIONS:
-        return _mutant(name)
+        return build(name, *MUTATIONS[name])
     raise AttributeError(name)

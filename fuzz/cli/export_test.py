@@ -1,8 +1,10 @@
-"""``gdnfuzz export-test FILE_OR_BUNDLE --out test_x.py``: a finding as a pytest file needing only vLLM and pytest.
+"""``gdnfuzz export-test``: findings as pytest files needing only vLLM and pytest.
 
-The file drives vLLM's real Scheduler and KV-cache manager through the finding's scenario, mirrors the
-model runner's Mamba state writes over exact states, and asserts what the finding broke; it fails while
-the bug is there and passes once it is fixed. Exit 0 once written; 2 on bad input (or nothing to export).
+``gdnfuzz export-test FILE_OR_BUNDLE [--out test_x.py] [--checks installed|candidate]``: one finding as one
+self-contained file. ``gdnfuzz export-test --suite DIR_OR_FILES... --out DIR``: the suite a vLLM PR adds
+under ``tests/v1/core/``, the shared harness module and one test module parametrized over the findings.
+Each says what it checks (the installed vLLM's split, or with ``--checks candidate`` the candidate's) and
+what it does on the installed vLLM. Exit 0 once written; 2 on bad input (or nothing to export).
 """
 
 from __future__ import annotations
@@ -12,25 +14,62 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.cli.options import add_policy_option
-from fuzz.errors import ExitCode
+from fuzz.errors import ExitCode, InputError
+from fuzz.report.expectation import CHECKS
+from fuzz.report.exported_test import HARNESS_MODULE
 from fuzz.store.atomic import atomic_write
-from fuzz.triage.export import export_test
+from fuzz.triage.export import export_suite, export_test
 
 
 def cmd_export_test(args: argparse.Namespace) -> int:
-    finding, text = export_test(Path(args.path), args.candidate, args.reference)
-    out = Path(args.out) if args.out else Path(f"test_{finding.signature.replace('-', '_')}.py")
+    if args.suite:
+        return _suite(args)
+    if len(args.paths) != 1:
+        raise InputError("export-test: one scenario file or bundle (several need --suite)")
+    case, text = export_test(Path(args.paths[0]), args.candidate, args.reference, args.checks)
+    f = case.finding
+    out = Path(args.out) if args.out else Path(f"test_{f.signature.replace('-', '_')}.py")
     atomic_write(out, text)
-    print(f"wrote {out}: {finding.signature} ({finding.candidate} against {finding.reference}); run it with pytest {out}")
+    print(f"wrote {out}: {f.signature} ({f.candidate} against {f.reference}). {case.expectation.what()} "
+          f"{case.expectation.result()} Run it with: pytest {out}")
+    return ExitCode.CLEAN
+
+
+def _suite(args: argparse.Namespace) -> int:
+    if args.checks != "installed":
+        raise InputError("export-test --suite: a suite checks the installed vLLM's split (--checks installed)")
+    if not args.out:
+        raise InputError("export-test --suite: --out DIR is required (e.g. vLLM's tests/v1/core)")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: --out must be a directory for --suite")
+    files, cases, skipped = export_suite(map(Path, args.paths), args.candidate, args.reference)
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "__init__.py").exists():  # the test module imports the harness beside it (.{HARNESS_MODULE})
+        atomic_write(out / "__init__.py", "")
+    for name, text in files.items():
+        atomic_write(out / name, text)
+    bugs = [c.name for c in cases if c.expectation.vllm_bug]
+    print(f"wrote {', '.join(str(out / n) for n in files)}: {len(cases)} cases of the installed vLLM's split; "
+          f"{len(cases) - len(bugs)} pass on it, {len(bugs)} are vLLM's own bugs (xfail strict: "
+          f"{', '.join(bugs) or 'none'})")
+    for line in skipped:
+        print(f"left out: {line}")
     return ExitCode.CLEAN
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("export-test", help="write a finding as a self-contained pytest file (needs only vLLM and pytest)")
-    p.add_argument("path", help="a crashes/<signature> bundle or a scenario file")
+    p = sub.add_parser("export-test", help="write findings as pytest files that need only vLLM and pytest")
+    p.add_argument("paths", nargs="+", metavar="FILE_OR_BUNDLE",
+                   help="a crashes/<signature> bundle or a scenario file (with --suite: several, or directories)")
+    p.add_argument("--suite", action="store_true",
+                   help=f"write the suite: {HARNESS_MODULE}.py and one test module parametrized over the findings")
+    p.add_argument("--checks", choices=CHECKS, default="installed",
+                   help="the split the test checks: the installed vLLM's own (default) or the candidate's")
     add_policy_option(p, "--candidate", default=None,
-                      help="the split under test (default: the finding's own: the bundle's; for a file, the policy its "
+                      help="the split the finding was found with (default: the bundle's; for a file, the policy its "
                            "expect says diverges or regresses there, else vllm)")
     add_policy_option(p, "--reference", default=None, help="the reference split (default: the bundle's, else vllm)")
-    p.add_argument("--out", default=None, help="the test file to write (default test_<signature>.py)")
+    p.add_argument("--out", default=None,
+                   help="the test file to write (default test_<signature>.py); with --suite, the directory")
     p.set_defaults(func=cmd_export_test)

@@ -197,6 +197,16 @@ def _spec_count(v: Values) -> tuple[str, str] | None:
     return None
 
 
+def _budgets_within(v: Values) -> tuple[str, str] | None:
+    """A step's budget is at most ``max_num_batched_tokens``: vLLM caps every step's tokens there (its
+    scheduler's input budget), so a larger one would only mislead the split, which reads the step's."""
+    over = [b for b in v["step_budgets"] if b > v["max_num_batched_tokens"]]
+    if over:
+        return ("step_budgets", f"{over[0]} exceeds max_num_batched_tokens {v['max_num_batched_tokens']}: vLLM "
+                                "caps every step there")
+    return None
+
+
 def _new_block_size(e: EngineKnobs, rng: random.Random, f: Facts) -> dict[str, Any]:
     block = rng.choice(MAMBA_BLOCK_SIZES)
     attention = rng.choice((16, block))
@@ -272,19 +282,21 @@ class EngineKnobs:
         phase="engine", generate=lambda c, v, f: v["spec_decode"] != "off" and c.random() < 0.5,
         mutate=_toggle_lookahead)  # vLLM's argument: part of spec_decode's speculative_config
     step_budgets: tuple[int, ...] = knob(
-        (), doc="hand-picked token budgets of the first steps", kind="ints", lo=1, hi=MAX_BUDGET,
-        phase="engine",
+        (), doc="hand-picked token budgets of the first steps (each within max_num_batched_tokens)", kind="ints",
+        lo=1, hi=MAX_BUDGET, phase="engine",
         generate=lambda c, v, f: tuple(fragmenting_budget(c, _block(v)) for _ in range(c.randint(1, 4)))
         if c.random() < 0.35 else (),
-        mutate=lambda e, rng, f: {"step_budgets": tuple(fragmenting_budget(rng, e.mamba_block_size)
+        mutate=lambda e, rng, f: {"step_budgets": tuple(min(fragmenting_budget(rng, e.mamba_block_size),
+                                                            e.max_num_batched_tokens)
                                                         for _ in range(rng.randint(0, 4)))},
         shrink=Shrink(minimize=(1, "block")), rescale="budget", free_number=False)
     max_num_batched_tokens: int = knob(
-        2048, doc="the token budget of every step past step_budgets", kind="int", lo=1, hi=MAX_BUDGET,
-        phase="engine",
-        generate=lambda c, v, f: fragmenting_budget(c, _block(v)) + (1 + v["num_speculative_tokens"]) * 8,
-        mutate=lambda e, rng, f: {"max_num_batched_tokens": fragmenting_budget(rng, e.mamba_block_size)
-                                  + 8 * (1 + e.num_spec_tokens)},
+        2048, doc="the token budget of every step past step_budgets, and the most of any step", kind="int", lo=1,
+        hi=MAX_BUDGET, rule=_budgets_within, phase="engine",
+        generate=lambda c, v, f: max((fragmenting_budget(c, _block(v)) + (1 + v["num_speculative_tokens"]) * 8,
+                                      *v["step_budgets"])),
+        mutate=lambda e, rng, f: {"max_num_batched_tokens": max((fragmenting_budget(rng, e.mamba_block_size)
+                                                                 + 8 * (1 + e.num_spec_tokens), *e.step_budgets))},
         shrink=Shrink(minimize=(1, "block")), rescale="budget",
         vllm=VllmArg("scheduler", lambda e: {"max_num_batched_tokens": e.max_num_batched_tokens}))
     long_prefill_token_threshold: int = knob(

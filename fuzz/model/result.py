@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import traceback
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from pydantic import ConfigDict, with_config
@@ -155,12 +157,29 @@ class SplitDisagreement:
 @_ON_FILE
 @dataclass
 class Fault:
-    """Something that is a finding on its own, whatever the other side did."""
+    """Something that is a finding on its own, whatever the other side did. ``stack``: where an exception
+    was raised (``exception_stack``), for a tier that caught one."""
 
     kind: str  # contract | liveness | exception | engine-crash | hang
     detail: str
     step: int | None = None
     request_id: str | None = None
+    stack: str | None = None
+
+
+def exception_stack(exc: BaseException) -> str:
+    """The stack of ``exc`` from its first frame in vLLM's package down to the raise, one
+    ``vllm/...py:LINE in FUNCTION`` line per frame with its source line, then the exception itself
+    (paths from the package's own directory, so the text is the same on every machine)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    first = next((i for i, f in enumerate(frames) if "vllm" in Path(f.filename).parts[:-1]), 0)
+    lines = []
+    for frame in frames[first:]:
+        parts = Path(frame.filename).parts
+        inside = len(parts) - 1 - parts[::-1].index("vllm") if "vllm" in parts[:-1] else len(parts) - 1
+        lines.append(f"{Path(*parts[inside:]).as_posix()}:{frame.lineno} in {frame.name}")
+        lines += [f"    {frame.line}"] if frame.line else []
+    return "\n".join([*lines, f"{type(exc).__name__}: {exc}"])
 
 
 @_ON_FILE

@@ -39,8 +39,9 @@ FORMAT_KEY = "gdnfuzz_scenario"
 VOCAB_SIZE = 32_000
 MAX_CONTEXT = 16_384  # tokens: the tiny hybrid model's context (max_position_embeddings), on every tier
 # Keys a corpus file may carry beside the scenario itself; they never change
-# what the scenario computes.
-ANNOTATION_KEYS = ("expect", "note", "origin")
+# what the scenario computes. ``upstream``: the upstream report of a bug of vLLM's own that the file
+# reproduces (an exported suite names it in the case's xfail reason).
+ANNOTATION_KEYS = ("expect", "note", "origin", "upstream")
 
 
 class ScenarioError(FieldError):
@@ -257,6 +258,7 @@ class ScenarioFields:
     expect: Any = None
     note: Any = None
     origin: Any = None
+    upstream: Any = None
 
 
 @with_config(ConfigDict(extra="forbid", title="gdnfuzz scenario"))
@@ -265,11 +267,12 @@ class ScenarioFile(ScenarioFields):
     """A scenario file as :func:`load_scenario` reads it: the scenario and its annotations (the published
     JSON Schema, :data:`SCHEMA_FILE`). ``expect`` maps policy specs to verdict statuses (or, where a vLLM
     release changed it, to an object of ``version: status``, each from that version on:
-    ``fuzz.model.expectations``); ``note`` and ``origin`` are one-line strings."""
+    ``fuzz.model.expectations``); ``note``, ``origin`` and ``upstream`` are one-line strings."""
 
     expect: Expect = field(default_factory=dict)
     note: Text = None  # type: ignore[assignment]  # absent: no note (null is refused)
     origin: Text = None  # type: ignore[assignment]
+    upstream: Text = None  # type: ignore[assignment]
 
 
 def _parse_scenario(data: Any, form: type[ScenarioFields] = ScenarioFields) -> Scenario:

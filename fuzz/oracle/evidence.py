@@ -12,19 +12,37 @@ from fuzz.model.result import RunResult
 from fuzz.model.scenario import Scenario
 
 
-def chunk_table(run: RunResult, request_id: str | None) -> str:
-    """Every chunk of ``request_id`` in ``run``: step, budget, tokens, drafts, the state column and
-    blocks it read and wrote, and how many tokens the state it started from had consumed."""
-    if request_id is None:
-        return "(no request)"
-    lines = ["| step | budget | tokens | drafts | column | read block | wrote | state in |",
-             "|---:|---:|---|---:|---:|---:|---|---:|"]
+def chunk_table(run: RunResult, request_id: str | None = None, steps: set[int] | None = None) -> str:
+    """Every chunk of ``request_id`` in ``run`` (of every request, in ``steps``, where none is named):
+    step, budget, tokens, drafts, the state column and blocks it read and wrote, how many tokens the
+    state it started from had consumed, and the internal prefill checkpoint it exported."""
+    named = request_id is not None
+    lines = [f"| step | {'' if named else 'request | '}budget | tokens | drafts | column | read block | wrote | "
+             "state in | checkpoint |",
+             f"|---:|{'' if named else '---|'}---:|---|---:|---:|---:|---|---:|---|"]
     budgets = {s.step: s.budget for s in run.steps}
-    for step, c in run.chunk_table(request_id):
-        lines.append(f"| {step} | {budgets[step]} | [{c.start}, {c.start + c.num_tokens}) | {c.num_draft_tokens} | "
-                     f"{c.state_column} | {c.read_block if c.read_block is not None else '-'} | "
-                     f"{','.join(map(str, c.write_blocks))} | {c.initial_state_tokens} |")
-    return "\n".join(lines)
+    chunks = run.chunk_table(request_id) if named else [
+        (s.step, c) for s in run.steps if steps is None or s.step in steps for c in s.chunks]
+    for step, c in chunks:
+        checkpoint = "-" if c.checkpoint_tokens is None else f"state@{c.checkpoint_tokens} -> {c.checkpoint_block}"
+        lines.append(f"| {step} | {'' if named else f'`{c.request_id}` | '}{budgets[step]} | "
+                     f"[{c.start}, {c.start + c.num_tokens}) | {c.num_draft_tokens} | {c.state_column} | "
+                     f"{c.read_block if c.read_block is not None else '-'} | {','.join(map(str, c.write_blocks))} | "
+                     f"{'-' if c.initial_state_tokens is None else c.initial_state_tokens} | {checkpoint} |")
+    return "\n".join(lines) if len(lines) > 2 else "(no chunks)"
+
+
+def chunk_tables(candidate: RunResult, reference: RunResult | None, request_id: str | None, step: int | None,
+                 names: tuple[str, str]) -> str:
+    """Both sides' chunk tables: of ``request_id``, or (a finding of no single request, e.g. an exception
+    raised inside a step) every request's chunks in the three steps before ``step``."""
+    shown = None if request_id is not None else set(range(max((step or 0) - 3, 0), (step or 0) + 1))
+    title = f"## Chunks of `{request_id}`" if request_id is not None else \
+        f"## Chunks of every request, steps {min(shown or {0})} to {step}" if step is not None else \
+        "## Chunks of every request"
+    sides = [(names[0], candidate)] + ([(names[1], reference)] if reference is not None else [])
+    return title + "\n\n" + "\n\n".join(f"Under `{name}`:\n\n{chunk_table(run, request_id, shown)}"
+                                         for name, run in sides) + "\n"
 
 
 def _chunk_cells(run: RunResult, request_id: str) -> list[str]:

@@ -47,6 +47,10 @@ class Finding:
     stages: list[dict[str, Any]] = field(default_factory=list)
     reference_run: RunResult | None = None  # a report may set both runs side by side
     fail_on: FailOn = field(default_factory=default_fail_on)  # the classes of finding that were counted
+    # How the minimization ended: the seconds it was given (None: not minimized here; 0: stored as found
+    # for lack of time) and whether it stopped at that limit short of a fixpoint.
+    minimize_seconds: float | None = None
+    timed_out: bool = False
 
     @property
     def finding_class(self) -> FindingClass:

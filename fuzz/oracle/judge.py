@@ -46,7 +46,7 @@ def _wrong_side(candidate_ok: bool, reference_ok: bool) -> str:
     return "unknown"
 
 
-def _crossing_chunk(run: RunResult, slot: PoisonedSlot) -> Chunk | None:
+def crossing_chunk(run: RunResult, slot: PoisonedSlot) -> Chunk | None:
     """The last chunk, at or before the slot's audit step, that ran past the boundary the slot is
     hashed at (started below it, ended above it): the chunk whose missing stop left the slot stale."""
     last = None
@@ -62,12 +62,13 @@ def own_findings(run: RunResult, side: str = "candidate") -> list[Divergence]:
     """What one run shows by itself, as findings of ``side``: poisoned slots, faults, bad resumes."""
     found = []
     for p in run.poisoned:
-        crossing = _crossing_chunk(run, p)
+        crossing = crossing_chunk(run, p)
         found.append(Divergence("poisoned-slot", side, p.describe(), p.request_id, p.step, {
             "block_id": p.block_id, "column": p.column, "claimed_tokens": p.claimed_tokens,
             "held_tokens": p.held_tokens, "crossing_checkpoint": crossing and crossing.checkpoint_tokens}))
     found += [Divergence(f.kind, side, f"{f.kind}: {f.detail.splitlines()[0] if f.detail else ''}",
-                         f.request_id, f.step, {"detail": f.detail}) for f in run.faults]
+                         f.request_id, f.step, {"detail": f.detail, **({"stack": f.stack} if f.stack else {})})
+              for f in run.faults]
     for rid, o in run.requests.items():
         if o.resumed and o.resume_state_ok is False:
             found.append(Divergence("bad-resume", side,

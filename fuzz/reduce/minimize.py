@@ -73,4 +73,5 @@ def minimize_raw_bundle(raw_bundle: str | Path, sig: str, candidate: str, refere
     report = minimize(original, reproduction_predicate(sig, found, cand, ref, counted), max_seconds=seconds)
     final = found if report.minimized == original else replay(report.minimized, cand, ref, "sim")
     return Finding(sig, original, report.minimized, final.verdict, cand.spec, ref.spec, final.candidate,
-                   stages=report.stage_dicts(), reference_run=final.reference, fail_on=counted)
+                   stages=report.stage_dicts(), reference_run=final.reference, fail_on=counted,
+                   minimize_seconds=seconds, timed_out=report.timed_out)

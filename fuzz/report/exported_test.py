@@ -1,31 +1,65 @@
-"""``gdnfuzz export-test``: a finding as a self-contained pytest file that needs only vLLM and pytest.
+"""``gdnfuzz export-test``: findings as pytest files that need only vLLM and pytest, in vLLM's test style.
 
-The file is ``regression_test_template.py`` (a generic driver: vLLM's real Scheduler and KV-cache
-manager, the model runner mirrored over exact states, the asserts) with the finding written into its
-``SCENARIO`` and its docstring and test named after the finding. Nothing of gdnfuzz is imported by it.
+Two shapes, one harness (``mamba_align_replay.py``: vLLM's real Scheduler and KV-cache manager driven
+through a case, the model runner mirrored over exact states, the asserts):
 
-Invariant: the scenario is written whole (knobs as the vLLM arguments the knob table maps them to,
-the requests, the pool and step limit the sim tier used, and for a cost finding what vLLM's reference
-split paid), so the file replays exactly the run the finding was judged on.
+- a suite (``--suite``): the harness as a module of its own and one test module parametrized over the
+  cases, each case plain data with an id naming it; a case the installed vLLM's own split fails is
+  ``xfail(strict=True)`` naming its upstream report. Both files go under vLLM's ``tests/v1/core/`` as they
+  are (vLLM's line length, import order and formatting);
+- one finding as one self-contained file: the harness, the case, and its test.
+
+Invariant: a case is written whole (the knobs as the vLLM arguments the knob table maps them to, the
+requests, the pool and step limit the sim tier used, and for a cost finding what vLLM's reference split
+paid), so a test replays exactly the run the finding was judged on; every sentence saying what a test
+checks and expects comes from ``fuzz.report.expectation``.
 """
 
 from __future__ import annotations
 
-import pprint
+import ast
+import inspect
+import json
 import re
+import shlex
+import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fuzz.model.cost import run_cost
 from fuzz.model.knobs import engine_args, scheduler_settings
+from fuzz.model.policies import BUILTINS, PolicyError, resolve_policy
+from fuzz.oracle.differential import replay
 from fuzz.oracle.efficiency import comparable, costs
 from fuzz.oracle.finding import Finding
+from fuzz.oracle.verdict import finding_signature
+from fuzz.report.expectation import INSTALLED, Expectation, expectation
+from fuzz.report.literal import WIDTH, layout, string
+from fuzz.report.root_cause import cause_words
 from fuzz.report.vllm_terms import model_words, serve_command, vllm_locations, vllm_release
+from fuzz.tiers import SCHEDULER_TIER, executor_for
 
-TEMPLATE = Path(__file__).with_name("regression_test_template.py")
-BEGIN = "# ---------------------------------------------------------------- the finding (written by gdnfuzz export-test)"
-END = "# ---------------------------------------------------------------- end of the finding"
-TEST_NAME = "test_gdnfuzz_regression"
+HARNESS = Path(__file__).with_name("mamba_align_replay.py")
+HARNESS_MODULE = HARNESS.stem
+SUITE_FILE = "test_mamba_align_fuzz_regressions.py"
+SUITE_TEST = "test_mamba_align_replay"
+MODEL_BEGIN = "# ---------------------------------------------------------------- the model\n"
+MODEL_END = "# ---------------------------------------------------------------- end of the model\n"
+SPDX = ("# SPDX-License-Identifier: Apache-2.0\n"
+        "# SPDX-FileCopyrightText: Copyright contributors to the vLLM project\n")
+
+
+@dataclass(frozen=True)
+class ExportedCase:
+    """One finding as a case: its id, its data, what its test expects, and the upstream report of a bug of
+    vLLM's own (the scenario file's ``upstream`` note)."""
+
+    name: str
+    finding: Finding
+    data: dict[str, Any]
+    expectation: Expectation
+    upstream: str | None = None
 
 
 def _reference_costs(f: Finding) -> dict[str, Any] | None:
@@ -40,55 +74,205 @@ def _reference_costs(f: Finding) -> dict[str, Any] | None:
             "steps to first token": paid.steps_to_first_token}
 
 
-def scenario_data(f: Finding, configuration: dict[str, Any]) -> dict[str, Any]:
-    """Everything the test replays, as plain Python data."""
+def _request_defaults() -> dict[str, Any]:
+    """The harness's ``REQUEST_DEFAULTS`` (what a case's request leaves out), read from its source."""
+    for node in ast.parse(HARNESS.read_text()).body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "REQUEST_DEFAULTS" and node.value:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{HARNESS} defines no REQUEST_DEFAULTS")
+
+
+def case_data(f: Finding, configuration: dict[str, Any]) -> dict[str, Any]:
+    """Everything the harness replays for ``f``, as plain data; a request's fields at the harness's
+    defaults are left out."""
     s, knobs = f.minimized, f.minimized.engine
-    data = s.to_dict()
+    defaults = _request_defaults()
+    requests = [{k: v for k, v in r.items() if k not in defaults or v != defaults[k]}
+                for r in s.to_dict()["requests"]]
     return {
-        "signature": f.signature,
-        "seed": s.seed,
-        "segments": data["segments"],
-        "requests": data["requests"],
         "engine_args": engine_args(knobs),
         "scheduler": scheduler_settings(knobs),
-        "step_budgets": list(knobs.step_budgets),
         "attention_block_size": knobs.block_size,
         "prefill_checkpoint_alignment": knobs.prefill_checkpoint_alignment,
-        **configuration,
+        "num_kv_blocks": configuration["num_kv_blocks"],
+        "step_budgets": list(knobs.step_budgets),
+        "max_steps": configuration["max_steps"],
+        "seed": s.seed,
+        "segments": dict(s.segments),
+        "requests": requests,
         "reference_costs": _reference_costs(f),
     }
 
 
-def _docstring(f: Finding) -> str:
-    head = f.head
-    knobs = f.minimized.engine
-    cause = f.verdict.root_cause
-    found = f"Found on the split `{f.candidate}` itself" if f.candidate == f.reference else \
-        f"Found with the split `{f.candidate}` against `{f.reference}`"
-    lines = [f"Regression test for gdnfuzz finding {f.signature}: {head.summary}.", "",
-             f"{found}; vLLM {vllm_release()}.", "",
-             "Configuration, as vLLM is started for it:", "", f"    {serve_command(knobs)}", ""]
-    lines += [f"- {w}" for w in model_words(knobs)]
-    if cause is not None:
-        lines += ["", f"Root cause: at step {cause.step}, request {cause.request_id} was offered {cause.offered} tokens "
-                      f"from position {cause.start}; the split under test scheduled {cause.candidate} where vLLM's "
-                      f"scheduled {cause.reference} ({cause.departure}, at vLLM's {cause.decider} stop"
-                      + (f", which needs {', '.join(cause.conditions)}" if cause.conditions else "") + ")."]
-    lines += ["", "Code involved: " + "; ".join(f"{name} ({where})" for name, where in vllm_locations().items()), "",
-              "It drives vLLM's real Scheduler and KV-cache manager through the finding's exact arrivals and per-step",
-              "budgets, mirrors what the model runner writes into the Mamba state slots over exact states, and asserts",
-              "what the finding broke. It fails while the bug is there and passes once it is fixed: run it with",
-              "`pytest <this file>`. Exported by `gdnfuzz export-test`; it imports nothing of gdnfuzz."]
-    return '"""' + "\n".join(lines).replace('"""', "'''") + '\n"""'
+def harness_text(configuration: dict[str, Any]) -> str:
+    """The harness module with the model the sim tier builds (its ``config.json``, Mamba state shapes and
+    context) written in."""
+    text = HARNESS.read_text()
+    before, rest = text.split(MODEL_BEGIN, 1)
+    _, after = rest.split(MODEL_END, 1)
+    model = [*layout(configuration["model_config"], head="MODEL_CONFIG: dict[str, Any] = "),
+             *layout(tuple(tuple(s) for s in configuration["state_shapes"]),
+                     head="STATE_SHAPES: tuple[tuple[int, ...], ...] = "),
+             f"MAX_MODEL_LEN = {configuration['max_model_len']}"]
+    return before + MODEL_BEGIN + "\n".join(model) + "\n" + MODEL_END + after
 
 
-def render_test(f: Finding, configuration: dict[str, Any]) -> str:
-    """The pytest file of finding ``f``, whose sim-tier ``configuration`` (``Executor.configuration``) it replays."""
-    template = TEMPLATE.read_text()
-    body = template[template.index('"""', 3) + 3:]  # the template's own docstring is replaced
-    before, rest = body.split(BEGIN, 1)
-    _, after = rest.split(END, 1)
-    data = pprint.pformat(scenario_data(f, configuration), width=116, sort_dicts=False)
-    name = "test_" + re.sub(r"\W+", "_", f.signature).strip("_")
-    text = f"{_docstring(f)}{before}{BEGIN}\nSCENARIO: dict[str, Any] = {data}\n{END}{after}"
-    return text.replace(f"def {TEST_NAME}(", f"def {name}(")
+def _paragraphs(*blocks: str | list[str]) -> str:
+    """Docstring text: each block a paragraph wrapped to vLLM's width, or (a list) lines kept as they are."""
+    out = []
+    for block in blocks:
+        out.append("\n".join(block) if isinstance(block, list)
+                   else textwrap.fill(block, WIDTH - 4, break_on_hyphens=False, break_long_words=False))
+    return "\n\n".join(out)
+
+
+def _serve_lines(f: Finding) -> list[str]:
+    """The ``vllm serve`` command, indented, a flag and its value a line (shell continuations)."""
+    words = shlex.split(serve_command(f.minimized.engine))
+    pieces = [shlex.join(words[:3])]
+    for word in words[3:]:
+        if word.startswith("--"):
+            pieces.append(shlex.quote(word))
+        else:
+            pieces[-1] += " " + shlex.quote(word)
+    return ["    " + pieces[0] + " \\", *[f"        {p} \\" for p in pieces[1:-1]], f"        {pieces[-1]}"]
+
+
+def docstring(f: Finding, expect: Expectation) -> str:
+    """The single-file test's docstring: the finding, what the test checks and expects here, the
+    configuration as vLLM is started for it, the root cause and the code involved."""
+    found = (f"Found on the split `{f.candidate}` itself." if f.candidate == f.reference
+             else f"Found with the split `{f.candidate}` against `{f.reference}`.")
+    cause = cause_words(f)
+    code = "Code involved: " + "; ".join(f"{name} ({where})" for name, where in vllm_locations().items()) + "."
+    return _paragraphs(
+        f"Regression test for gdnfuzz finding {f.signature}: {f.head.summary}.",
+        f"{found} {expect.what()} {expect.result()}",
+        "Configuration, as vLLM is started for it:",
+        _serve_lines(f),
+        [line for w in model_words(f.minimized.engine)
+         for line in textwrap.wrap(w, WIDTH - 4, initial_indent="- ", subsequent_indent="  ",
+                                   break_on_hyphens=False)],
+        *([f"Root cause: {cause}"] if cause else []),
+        code,
+        "Exported by `gdnfuzz export-test`; it imports nothing of gdnfuzz.",
+    )
+
+
+def _test_function(name: str, case: str) -> str:
+    return f"def {name}(tmp_path: Path) -> None:\n    assert_replay_holds({case}, replay({case}, tmp_path))\n"
+
+
+def candidate_loader(spec: str) -> tuple[str, str]:
+    """Source that gives the candidate ``spec``'s split with vLLM and the standard library only, and the
+    expression that is that split: a built-in's own source, a ``file.py:attr`` loaded from its absolute
+    path, a ``module:attr`` imported (both loaded before vLLM's split is replaced, as a split built from
+    the installed one reads it when loaded). A checkout has no such form (install it and export with
+    ``--checks installed``)."""
+    if spec in BUILTINS:
+        source = textwrap.dedent(inspect.getsource(BUILTINS[spec][0]))
+        return re.sub(r"^def \w+\(", "def candidate_split(", source, count=1), "candidate_split"
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr.isidentifier() or Path(spec).is_dir() or spec.startswith("branch:"):
+        raise PolicyError(f"{spec}: a split the exported test can load needs file.py:attr, module:attr or a "
+                          "built-in (for a checkout, install it and export with --checks installed)")
+    if target.endswith(".py"):
+        load = (f'    spec = importlib.util.spec_from_file_location(\n        "candidate_split", '
+                f'{json.dumps(str(Path(target).resolve()))}\n    )\n'
+                "    module = importlib.util.module_from_spec(spec)\n    spec.loader.exec_module(module)\n"
+                f"    return module.{attr}\n")
+    else:
+        load = f"    return importlib.import_module({json.dumps(target)}).{attr}\n"
+    return (f'def load_candidate_split() -> Any:\n    """The split `{spec}`."""\n{load}',
+            "load_candidate_split()")
+
+
+def _installed_split(spec: str) -> str:
+    """The fixture that puts the candidate's split on every Scheduler the file's test builds (on the
+    instance, as gdnfuzz's sim does: a split that calls vLLM's own through the class still finds it)."""
+    source, split = candidate_loader(spec)
+    return (f"{source}\n\n@pytest.fixture(autouse=True)\n"
+            "def split_under_test(monkeypatch: pytest.MonkeyPatch) -> None:\n"
+            '    """The split under test replaces vLLM\'s own for this file\'s test."""\n'
+            f"    split, init = {split}, Scheduler.__init__\n\n"
+            "    def with_split(self: Scheduler, *args: Any, **kwargs: Any) -> None:\n"
+            "        init(self, *args, **kwargs)\n"
+            "        self._mamba_block_aligned_split = MethodType(split, self)\n\n"
+            '    monkeypatch.setattr(Scheduler, "__init__", with_split)\n\n\n')
+
+
+def render_test(case: ExportedCase, configuration: dict[str, Any]) -> str:
+    """One finding as one pytest file: the harness, the case, its test (and, where it checks the
+    candidate's split, the fixture that installs it)."""
+    harness = harness_text(configuration)
+    body = harness[harness.index('"""', harness.index('"""') + 3) + 4:]  # the harness's docstring is replaced
+    own = ast.get_docstring(ast.parse(harness)) or ""
+    imports = "import pytest\nimport torch\n"
+    loader = ""
+    if not case.expectation.checks_installed:
+        loader = _installed_split(case.expectation.split)
+        extra = "import importlib\nimport importlib.util\n" if "importlib" in loader else ""
+        body = body.replace("import hashlib\n", f"import hashlib\n{extra}", 1)
+        body = body.replace("from pathlib import Path\n", "from pathlib import Path\nfrom types import MethodType\n", 1)
+    body = body.replace("import torch\n", imports, 1)
+    body = body.replace("\nCase = dict[str, Any]\n", "\npytestmark = pytest.mark.cpu_test\n\nCase = dict[str, Any]\n", 1)
+    name = "test_" + re.sub(r"\W+", "_", case.finding.signature).strip("_")
+    text = '"""' + docstring(case.finding, case.expectation) + "\n\n" + own + '\n"""\n' + body
+    data = "\n".join(layout(case.data, head="CASE: Case = "))
+    return f"{SPDX}{text}\n\n{loader}{data}\n\n\n{_test_function(name, 'CASE')}"
+
+
+def _param(case: ExportedCase) -> list[str]:
+    """A case of the suite: a comment naming the finding, then ``pytest.param(data, id=..., marks=...)``."""
+    f = case.finding
+    comment = f"{f.signature}: {f.head.summary} (found with `{f.candidate}` against `{f.reference}`)"
+    lines = [f"    # {line}" for line in textwrap.wrap(comment, WIDTH - 6, break_on_hyphens=False)]
+    lines += ["    pytest.param(", *layout(case.data, 8, tail=","), f'        id="{case.name}",']
+    if case.expectation.vllm_bug:
+        upstream = case.upstream or "no upstream report recorded"
+        reason = f"vLLM bug ({f.head.summary}); upstream: {upstream}"
+        lines += ["        marks=pytest.mark.xfail(", "            strict=True,",
+                  *string(reason, 12, "reason=", ","), "        ),"]
+    return [*lines, "    ),"]
+
+
+def render_suite(cases: list[ExportedCase], configuration: dict[str, Any], command: str) -> dict[str, str]:
+    """The suite: ``{file name: text}`` of the harness module and the test module parametrized over
+    ``cases`` (written by ``command``)."""
+    bugs = sum(c.expectation.vllm_bug for c in cases)
+    doc = _paragraphs(
+        'Mamba "align" prefix caching, replayed on request mixes that gdnfuzz found by fuzzing vLLM\'s '
+        "scheduler.",
+        f"Each case is plain data that `{HARNESS_MODULE}.replay` drives through the installed vLLM's real "
+        "Scheduler and KV-cache manager, mirroring the model runner's Mamba state writes over exact states; "
+        "the test asserts that every Mamba block the prefix cache hashes holds the state its hash claims, "
+        "that every request computes what its prompt gives and finishes, and (for a cost case) that vLLM's "
+        "split costs no more than it did when the case was found. It checks vLLM's own split.",
+        f"{len(cases)} cases; {bugs} of them are bugs of vLLM itself, marked xfail(strict=True) with their "
+        "upstream report, so the suite passes today and tells when one is fixed.",
+        f"Written by `{command}`.",
+    )
+    params = [line for case in cases for line in _param(case)]
+    test = (f'{SPDX}"""{doc}\n"""\n\nfrom pathlib import Path\n\nimport pytest\n\n'
+            f"from .{HARNESS_MODULE} import Case, assert_replay_holds, replay\n\n"
+            "pytestmark = pytest.mark.cpu_test\n\nCASES = [\n" + "\n".join(params) + "\n]\n\n\n"
+            '@pytest.mark.parametrize("case", CASES)\n'
+            + _test_function(SUITE_TEST, "case").replace("(tmp_path: Path)", "(case: Case, tmp_path: Path)"))
+    return {f"{HARNESS_MODULE}.py": harness_text(configuration), SUITE_FILE: test}
+
+
+def _installed_fails(f: Finding) -> bool:
+    """Whether the installed vLLM's split shows a finding of ``f``'s class on its scenario, against the
+    same reference (a replay: for a finding neither side of which is the installed split)."""
+    replayed = replay(f.minimized, resolve_policy(INSTALLED), resolve_policy(f.reference), SCHEDULER_TIER)
+    sig = finding_signature(replayed.verdict, f.minimized, replayed.candidate, f.fail_on)
+    return sig != "clean" and not sig.startswith("reference-side-")
+
+
+def exported_case(f: Finding, notes: dict[str, str], name: str, checks: str) -> ExportedCase:
+    """``f`` as a case named ``name`` of a test that ``checks`` the installed split or the candidate's."""
+    neither = INSTALLED not in (f.candidate, f.reference) and checks == "installed"
+    expect = expectation(f.signature, f.candidate, f.reference, checks, vllm_release(),
+                         _installed_fails(f) if neither else None)
+    data = case_data(f, executor_for(SCHEDULER_TIER).configuration(f.minimized))
+    return ExportedCase(name, f, data, expect, notes.get("upstream"))

@@ -1,9 +1,12 @@
 """``report.md``: the human-readable report of one finding (what diverged, the evidence its class
-shows, the replay command, the minimization's stages), and the one call that stores a finding with it.
+shows, the exception's stack, the root cause and the line of vLLM that decides it, how to reproduce it
+and what its test expects, how to verify a fix, how the minimization went), and the one call that stores
+a finding with it.
 
 Invariant: the report is a function of the :class:`~fuzz.oracle.finding.Finding`, the bundle path and the
 installed vLLM (its version and code locations); the evidence section is the one the verdict's naming
-class renders (``report_section``).
+class renders (``report_section``); what the bundle's test checks and expects is
+``fuzz.report.expectation``'s sentence, the same the test's docstring says.
 """
 
 from __future__ import annotations
@@ -12,15 +15,17 @@ import shlex
 from pathlib import Path
 
 from fuzz.model.scenario import scenario_summary
-from fuzz.oracle.evidence import side_by_side
 from fuzz.oracle.finding import Finding, replay_argv
-from fuzz.report.exported_test import render_test
+from fuzz.oracle.verdict import reference_is_wrong
+from fuzz.report.expectation import INSTALLED, Expectation
+from fuzz.report.exported_test import exported_case, render_test
+from fuzz.report.root_cause import cause_words
 from fuzz.report.vllm_terms import model_words, serve_command, vllm_locations, vllm_release
 from fuzz.store.bundle import TEST_FILE, save_finding
 from fuzz.tiers import SCHEDULER_TIER, executor_for
 
 
-def render_report(f: Finding, bundle: Path) -> str:
+def render_report(f: Finding, bundle: Path, expect: Expectation) -> str:
     head = f.verdict.headline
     named = f.verdict.naming_class
     assert head is not None and named is not None
@@ -28,6 +33,7 @@ def render_report(f: Finding, bundle: Path) -> str:
     findings = "\n".join(f"- `{x.kind}` ({x.side}): {x.summary}" for x in f.verdict.findings())
     where, body = named.report_section(f.verdict, f.minimized, f.candidate_run, f.reference_run,
                                        (f.candidate, f.reference))
+    cause = cause_words(f)
     return f"""# {f.signature}
 
 **{head.summary}** — candidate `{f.candidate}` against reference `{f.reference}` on the {f.tier} tier.
@@ -40,64 +46,97 @@ budget {e.max_num_batched_tokens} (per step {list(e.step_budgets) or '-'}), spec
 ## Findings
 {findings}
 
-{body}
+{body}{stacks(f)}
+## Root cause
+{cause[0].upper() + cause[1:] if cause else "Not located: no split decision of the candidate departs from the reference's "
+ "on the same state, and vLLM's side shows neither an exception nor a poisoned slot."}
+
 ## In vLLM's terms
 {vllm_section(f)}
 
 ## Reproduce
-`{TEST_FILE}` in this directory is the finding as a pytest file that needs only vLLM and pytest: it fails
-while the bug is there (`pytest {bundle / TEST_FILE}`). With gdnfuzz:
+`{TEST_FILE}` in this directory is the finding as a pytest file that needs only vLLM and pytest \
+(`pytest {bundle / TEST_FILE}`). {expect.what()} {expect.result()} With gdnfuzz:
 ```
 {shlex.join(replay_argv(str(bundle / 'scenario.json'), f.candidate, f.reference, f.tier, f.fail_on))}
 ```
 
+## How to verify a fix
+{verify_steps(f, bundle, expect)}
+
 ## Minimization
-{minimization(f)}"""
-
-
-def minimization(f: Finding) -> str:
-    """The report's minimization section: the sizes before and after and each stage, or, for a finding
-    stored as found (no stages: its run ended before a minimization), that it is not minimized."""
-    before, after = scenario_summary(f.original), scenario_summary(f.minimized)
-    if not f.stages:
-        return (f"Not minimized: stored as found ({before['requests']} requests, {before['prompt_tokens']} prompt "
-                f"tokens, {len(f.candidate_run.steps)} steps); `gdnfuzz minimize` reduces it.\n")
-    stages = "\n".join(f"| {s['name']} | {s['tried']} | {s['kept']} | {s['seconds']:.2f} |" for s in f.stages)
-    return f"""Original: {before['requests']} requests, {before['prompt_tokens']} prompt tokens; \
-minimized: {after['requests']} requests, {after['prompt_tokens']} prompt tokens, {len(f.candidate_run.steps)} steps.
-
-| stage | tried | kept | seconds |
-|---|---:|---:|---:|
-{stages}
+{minimization(f)}
 """
 
 
+def stacks(f: Finding) -> str:
+    """The stack of each exception the finding holds (once where both sides raised the same)."""
+    shown: list[str] = []
+    for x in f.verdict.findings():
+        stack = x.details.get("stack")
+        if stack and stack not in shown:
+            shown.append(stack)
+    return "".join(f"\n## Exception stack\n```\n{stack}\n```\n" for stack in shown)
+
+
+def verify_steps(f: Finding, bundle: Path, expect: Expectation) -> str:
+    """How to show a fix works: for vLLM's own bug, the bundle's test on a vLLM with the fix; for the
+    candidate's, the fixed split replayed and its test; either way ``verify-fixed`` records it."""
+    scenario = bundle / "scenario.json"
+    if expect.vllm_bug or (reference_is_wrong(f.signature) and INSTALLED in (f.candidate, f.reference)):
+        return "\n".join([
+            f"1. Install a vLLM with the fix: `pytest {bundle / TEST_FILE}` passes (on vLLM {vllm_release()} it "
+            "fails today).",
+            f"2. Before installing it: `gdnfuzz replay {scenario} --candidate branch:<vLLM checkout with the fix> "
+            "--reference vllm` runs the checkout's whole scheduling code; the finding moves to `reference-side-` "
+            "(the checkout right, the installed vLLM wrong). A split-only fix can be given as the checkout "
+            "directory itself.",
+            f"3. `gdnfuzz verify-fixed {bundle} --checkout <checkout> --revision <rev>` records it in this bundle; "
+            f"`gdnfuzz bisect {bundle} --fixed ...` finds the revision that fixed it."])
+    return "\n".join([
+        f"1. `gdnfuzz replay {scenario} --candidate <fixed split> --reference {f.reference}` exits 0 (it exits "
+        f"non-zero with `{f.candidate}` today).",
+        f"2. `gdnfuzz export-test {bundle} --checks candidate --candidate <fixed split>` writes the test of the "
+        "fixed split: it passes.",
+        f"3. `gdnfuzz verify-fixed {bundle} --candidate <fixed split>` records it in this bundle; "
+        f"`gdnfuzz bisect {bundle} --checkout <vLLM checkout> --good <rev> --bad <rev>` finds the first bad "
+        "revision of a vLLM branch that has the bug."])
+
+
+def minimization(f: Finding) -> str:
+    """The sizes before and after, the stages, and how the minimization ended (cut short, and why, or not
+    run at all)."""
+    before, after = scenario_summary(f.original), scenario_summary(f.minimized)
+    sizes = (f"Original: {before['requests']} requests, {before['prompt_tokens']} prompt tokens; "
+             f"minimized: {after['requests']} requests, {after['prompt_tokens']} prompt tokens, "
+             f"{len(f.candidate_run.steps)} steps.")
+    if f.minimize_seconds is not None and f.minimize_seconds <= 0:
+        return f"{sizes} Not minimized: stored as found, the run's deadline left no time to minimize it."
+    if not f.stages:
+        return f"{sizes} Not minimized here: the finding was stored as replayed."
+    ended = (f"Cut short by its {f.minimize_seconds:g} s limit (the minimization time a run or campaign gives "
+             "each finding, or what its deadline left): a longer one may shrink it further." if f.timed_out else
+             "Ran to a fixpoint: no stage finds a smaller scenario with the same signature.")
+    rows = "\n".join(f"| {s['name']} | {s['tried']} | {s['kept']} | {s['seconds']:.2f} |" for s in f.stages)
+    return f"{sizes} {ended}\n\n| stage | tried | kept | seconds |\n|---|---:|---:|---:|\n{rows}"
+
+
 def vllm_section(f: Finding) -> str:
-    """The configuration as ``vllm serve`` flags and words, the vLLM it was found on, the code involved,
-    the root cause in words, and both splits' chunks of the request it names."""
-    lines = [f"```\n{serve_command(f.minimized.engine)}\n```", *[f"- {w}" for w in model_words(f.minimized.engine)],
-             f"- vLLM {vllm_release()}",
-             "- code: " + "; ".join(f"`{name}` (`{where}`)" for name, where in vllm_locations().items())]
-    cause = f.verdict.root_cause
-    if cause is not None:
-        lines.append(f"- root cause: at step {cause.step}, `{cause.request_id}` was offered {cause.offered} tokens from "
-                     f"{cause.start}; `{f.candidate}` scheduled {cause.candidate} where `{f.reference}` scheduled "
-                     f"{cause.reference} ({cause.departure} vLLM's {cause.decider} stop"
-                     + (f"; it needs {', '.join(cause.conditions)}" if cause.conditions else "") + ")")
-    request = (cause.request_id if cause else None) or f.head.request_id
-    if request is not None and f.reference_run is not None:
-        lines += ["", f"Chunks of `{request}`, `{f.candidate}` beside `{f.reference}`:", "",
-                  side_by_side(f.candidate_run, f.reference_run, request, (f.candidate, f.reference))]
-    return "\n".join(lines)
+    """The configuration as ``vllm serve`` flags and words, the vLLM it was found on, the code involved."""
+    return "\n".join([f"```\n{serve_command(f.minimized.engine)}\n```",
+                      *[f"- {w}" for w in model_words(f.minimized.engine)], f"- vLLM {vllm_release()}",
+                      "- code: " + "; ".join(f"`{name}` (`{where}`)" for name, where in vllm_locations().items())])
 
 
 def store_finding(f: Finding, crashes: Path, regressions: Path | None, replay: bool = False) -> Path:
     """Store ``f`` as its bundle with its report and its exported regression test
     (``fuzz.store.bundle.save_finding``), or count one more occurrence of its signature; returns the
-    bundle directory. The test replays the scenario on the scheduler the sim tier builds."""
+    bundle directory. The test replays the scenario on the scheduler the sim tier builds and checks the
+    installed vLLM's split."""
 
     def documents(bundle: Path) -> dict[str, str]:
-        test = render_test(f, executor_for(SCHEDULER_TIER).configuration(f.minimized))
-        return {"report.md": render_report(f, bundle), TEST_FILE: test}
+        case = exported_case(f, {}, f.signature, "installed")
+        test = render_test(case, executor_for(SCHEDULER_TIER).configuration(f.minimized))
+        return {"report.md": render_report(f, bundle, case.expectation), TEST_FILE: test}
 
     return save_finding(f, crashes, regressions, documents, replay)

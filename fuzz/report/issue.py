@@ -17,6 +17,8 @@ from typing import Any
 
 from fuzz.model.scenario import pretty_json, scenario_summary
 from fuzz.oracle.finding import replay_argv
+from fuzz.oracle.verdict import reference_is_wrong
+from fuzz.report.expectation import Expectation, expectation
 from fuzz.report.inert import block, capped, code, text, title_text
 from fuzz.report.lifecycle import lifecycle_rows
 from fuzz.report.vllm_terms import model_words, serve_command, vllm_locations
@@ -144,7 +146,10 @@ def vllm_terms(bundle: CrashBundle) -> str:
     lines = [block(serve_command(knobs), "sh"), *[f"- {w}" for w in model_words(knobs)],
              "- code: " + "; ".join(f"`{name}` (`{where}`)" for name, where in vllm_locations().items())]
     cause = (bundle.verdict.get("verdict") or {}).get("root_cause")
-    if cause:
+    written = _report_section(bundle.report, "Root cause")
+    if written:  # the report's own: a disagreement of the candidate's, or vLLM's defect, with the deciding line
+        lines.append(f"- root cause: {text(written[0].lower() + written[1:])}")
+    elif cause and not reference_is_wrong(bundle.signature):
         lines.append(f"- root cause: at step {text(cause['step'])}, {code(cause['request_id'])} was offered "
                      f"{text(cause['offered'])} tokens from {text(cause['start'])}; {code(bundle.verdict['candidate'])} "
                      f"scheduled {text(cause['candidate'])} where {code(bundle.verdict['reference'])} scheduled "
@@ -152,10 +157,24 @@ def vllm_terms(bundle: CrashBundle) -> str:
     return "\n".join(lines)
 
 
+def _report_section(report: str, title: str) -> str | None:
+    """The text of ``report.md``'s section ``title`` (a report written before it had one: None)."""
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", report, re.M | re.S)
+    text = match.group(1).strip() if match else ""
+    return text if text and not text.startswith("Not located") else None
+
+
+def regression_test_expectation(bundle: CrashBundle) -> Expectation:
+    """What the bundle's test checks and does on the vLLM the finding was judged on."""
+    v = bundle.verdict
+    return expectation(v["signature"], v["candidate"], v["reference"], "installed", bundle.environment["vllm"])
+
+
 def _regression_test(bundle: CrashBundle) -> str:
     if bundle.test is None:
         return block(regression_snippet(bundle), "python")
-    return (f"It needs only vLLM and pytest (`pytest {TEST_FILE}`): it fails while the bug is there.\n\n"
+    expect = regression_test_expectation(bundle)
+    return (f"It needs only vLLM and pytest (`pytest {TEST_FILE}`). {expect.what()} {expect.result()}\n\n"
             f"<details><summary>{TEST_FILE}</summary>\n\n{block(bundle.test, 'python')}\n</details>")
 
 

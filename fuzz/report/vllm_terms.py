@@ -1,24 +1,57 @@
 """A finding's configuration and code in vLLM's own terms: the ``vllm serve`` flags that produce it, the
-model it needs, the installed vLLM's version, and where the functions involved live.
+model family it needs, the installed vLLM's version, and where the functions and the lines involved live.
 
 Every flag comes from the knob table (``fuzz.model.knobs.engine_args``): a knob's engine, scheduler and pool
 arguments are ``EngineArgs`` fields, and ``vllm serve`` takes each as ``--<name with dashes>``. Knobs with no
-flag (the attention block, a Mamba2/KDA checkpoint spec, per-step budgets) are said in words.
+flag (the attention block, the model's Mamba layer family, per-step budgets) are said in words.
 
-Invariant: nothing here changes what a finding is; it only says it in the words a vLLM maintainer uses.
+Invariant: nothing here changes what a finding is; it only says it in the words a vLLM maintainer uses,
+and every ``file:line`` is read from the installed vLLM (a line that cannot be found there is named by
+its function's first line).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fuzz.model.knobs import EngineKnobs, engine_args
 
 FIXED_FLAGS = ("--enable-prefix-caching", "--mamba-cache-mode", "align")
+
+
+@dataclass(frozen=True)
+class Family:
+    """The Mamba layer family a configuration's ``prefill_checkpoint_alignment`` stands for: what its
+    ``MambaSpec`` declares, and a model of that family a user would serve."""
+
+    name: str
+    example: str
+    spec: str
+
+
+GDN = Family("Gated DeltaNet", "Qwen/Qwen3-Next-80B-A3B-Instruct",
+             "Gated DeltaNet layers (their MambaSpec declares no internal prefill checkpoint)")
+MAMBA2 = Family("Mamba2", "nvidia/NVIDIA-Nemotron-Nano-9B-v2",
+                "Mamba2 layers (MambaMixer2's MambaSpec declares one internal prefill checkpoint block, "
+                "alignment 1)")
+
+
+def family(knobs: EngineKnobs) -> Family:
+    """The layer family of ``knobs``: GDN without a checkpoint spec, Mamba2 at alignment 1, KDA otherwise."""
+    alignment = knobs.prefill_checkpoint_alignment
+    if alignment is None:
+        return GDN
+    if alignment == 1:
+        return MAMBA2
+    return Family("KDA", "moonshotai/Kimi-K3",
+                  f"KDA layers (with the FlashKDA backend their MambaSpec declares one internal prefill "
+                  f"checkpoint block; here alignment {alignment})")
 
 
 def _flag(name: str, value: Any) -> list[str]:
@@ -38,19 +71,17 @@ def serve_flags(knobs: EngineKnobs) -> list[str]:
     return flags
 
 
-def serve_command(knobs: EngineKnobs, model: str = "<a hybrid GDN model, e.g. Qwen/Qwen3-Next-80B-A3B-Instruct>") -> str:
-    return shlex.join(["vllm", "serve", model, *serve_flags(knobs)])
+def serve_command(knobs: EngineKnobs, model: str | None = None) -> str:
+    """``vllm serve`` for the configuration, on ``model`` (by default a placeholder naming a model of the
+    configuration's layer family)."""
+    f = family(knobs)
+    return shlex.join(["vllm", "serve", model or f"<a {f.name} hybrid, e.g. {f.example}>", *serve_flags(knobs)])
 
 
 def model_words(knobs: EngineKnobs) -> list[str]:
     """What the knobs without a flag ask of the model and the run, in words."""
     words = [f"a hybrid model whose full-attention KV blocks hold {knobs.block_size} tokens "
-             f"(the Mamba block B is {knobs.mamba_block_size})"]
-    if knobs.prefill_checkpoint_alignment is None:
-        words.append("Gated DeltaNet layers (their MambaSpec declares no internal prefill checkpoint)")
-    else:
-        words.append(f"Mamba2/KDA-style layers whose MambaSpec declares one internal prefill checkpoint block with "
-                     f"alignment {knobs.prefill_checkpoint_alignment} (Mamba2 declares 1)")
+             f"(the Mamba block B is {knobs.mamba_block_size})", family(knobs).spec]
     if knobs.step_budgets:
         words.append(f"per-step token budgets {list(knobs.step_budgets)} for the first steps, then "
                      f"{knobs.max_num_batched_tokens} (concurrent requests sharing the budget give the same "
@@ -67,12 +98,15 @@ def vllm_release() -> str:
     return f"{vllm.__version__} ({f'commit {commit}' if commit else 'commit unknown: a release wheel'})"
 
 
+def relative_to_vllm(path: str) -> str:
+    """``vllm/...`` of a file of the installed vLLM (the path as given for any other file)."""
+    parts = Path(path).parts
+    return Path(*parts[len(parts) - 1 - parts[::-1].index("vllm"):]).as_posix() if "vllm" in parts else path
+
+
 def _location(obj: Any) -> str:
     """``vllm/...py:LINE`` of a function or class of the installed vLLM."""
-    path = Path(inspect.getsourcefile(obj) or "?")
-    parts = path.parts
-    relative = Path(*parts[parts.index("vllm"):]) if "vllm" in parts else path
-    return f"{relative.as_posix()}:{inspect.getsourcelines(obj)[1]}"
+    return f"{relative_to_vllm(inspect.getsourcefile(obj) or '?')}:{inspect.getsourcelines(obj)[1]}"
 
 
 def vllm_locations() -> dict[str, str]:
@@ -86,3 +120,32 @@ def vllm_locations() -> dict[str, str]:
         "KVCacheManager.allocate_slots": _location(KVCacheManager.allocate_slots),
         "MambaManager": _location(MambaManager),
     }
+
+
+# The line of vLLM's split that makes each of its stops (``SplitDisagreement.decider``), found by its text.
+DECIDER_LINES = {
+    "next-boundary": "if start % block_size != 0 and not use_internal_checkpoint",
+    "lcp": "last_cache_position = get_mamba_prefill_checkpoint_position(",
+    "aligned-end": "end = aligned_end",
+    "sub-block": "if aligned_end > start or block_size <= max_prefill_tokens",
+    "prompt-checkpoint": "if last_cache_position < tail_boundary < request.num_prompt_tokens",
+    "junction": "junction_stop if start < junction < end else 0",
+    "defer": "return max(end - start, 0)",
+    "prefill-end": "prefill_end = max(request.num_prompt_tokens, request.num_tokens - 1)",
+    "internal-checkpoint": "use_internal_checkpoint = (",
+}
+
+
+def split_line(decider: str) -> tuple[str, str]:
+    """``(file:line, the line's text)`` of the installed split's line that makes the stop ``decider`` (its
+    ``def`` line where there is none, or it is not found)."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    split = Scheduler.__dict__["_mamba_block_aligned_split"]
+    lines, first = inspect.getsourcelines(split)
+    where = relative_to_vllm(inspect.getsourcefile(split) or "?")
+    marker = DECIDER_LINES.get(decider)
+    for offset, text in enumerate(lines):
+        if marker is not None and marker in re.sub(r"\s+", " ", text):
+            return f"{where}:{first + offset}", text.strip()
+    return f"{where}:{first}", lines[0].strip()

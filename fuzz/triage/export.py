@@ -1,17 +1,22 @@
-"""A scenario file or a crash bundle as the finding ``gdnfuzz export-test`` writes a test for.
+"""Scenario files and crash bundles as the findings ``gdnfuzz export-test`` writes tests for.
 
 A bundle says its candidate, reference and class; a scenario file is judged under the candidate and
 reference given, by default the policy its ``expect`` says diverges or regresses there (the canary
 ``naive`` and ``vllm`` itself last) against ``vllm``. A policy the file names is taken only where it is a
 built-in name (``fuzz.model.policies.named_in_data``): any other is code, and a file never runs code;
-``--candidate`` / ``--reference`` give it. Either way the scenario is replayed on the sim tier, whose scheduler the test rebuilds.
+``--candidate`` / ``--reference`` give it. Either way the scenario is replayed on the sim tier, whose
+scheduler the test rebuilds. What the test expects on the installed vLLM comes from the finding's sides,
+or (where the split it checks is neither) from one more replay.
 
-Invariant: the test is written for what the replay shows now: a scenario with nothing to show under
-those policies is refused (exit 2) rather than exported as a test that proves nothing.
+Invariant: a test is written for what the replay shows now: a scenario with nothing to show under
+those policies is refused (exit 2) rather than exported as a test that proves nothing (in a suite, it
+is left out and named).
 """
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Iterable
 from pathlib import Path
 
 from fuzz.errors import InputError
@@ -22,7 +27,8 @@ from fuzz.model.scenario import load_scenario
 from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
 from fuzz.oracle.verdict import ANY, FailOn, finding_signature
-from fuzz.report.exported_test import render_test
+from fuzz.report.expectation import INSTALLED
+from fuzz.report.exported_test import ExportedCase, exported_case, render_suite, render_test
 from fuzz.store.bundle import load_bundle
 from fuzz.tiers import SCHEDULER_TIER, executor_for
 
@@ -30,11 +36,18 @@ SHOWN = (VerdictStatus.DIVERGED, VerdictStatus.REGRESSED)
 CANARIES = ("naive", "vllm")  # a file's bug is another candidate's where it names one; naive diverges anywhere
 
 
-def finding_of(path: Path, candidate: str | None = None, reference: str | None = None) -> Finding:
-    """The finding a bundle or a scenario file holds, replayed now on the sim tier."""
+class NothingToExport(InputError):
+    """A scenario whose replay under the given policies shows nothing."""
+
+
+def finding_of(path: Path, candidate: str | None = None,
+               reference: str | None = None) -> tuple[Finding, dict[str, str]]:
+    """The finding a bundle or a scenario file holds, replayed now on the sim tier, and the file's
+    annotations."""
     if (path / "verdict.json").is_file():
         bundle = load_bundle(path)
-        scenario, fail_on = bundle.scenario, FailOn(bundle.verdict.get("class") or ANY)
+        scenario, notes = bundle.scenario, bundle.annotations
+        fail_on = FailOn(bundle.verdict.get("class") or ANY)
         verdict = path / "verdict.json"
         candidate = candidate or named_in_data(bundle.verdict["candidate"], f"{verdict}: candidate", "--candidate")
         reference = reference or named_in_data(bundle.verdict["reference"], f"{verdict}: reference", "--reference")
@@ -43,19 +56,59 @@ def finding_of(path: Path, candidate: str | None = None, reference: str | None =
         fail_on = FailOn(ANY)
         expect = expected_statuses(notes.get("expect"))
         shown = sorted((p for p, status in expect.items() if status in SHOWN), key=lambda p: p in CANARIES)
-        candidate = candidate or (named_in_data(shown[0], f"{path}: expect", "--candidate") if shown else "vllm")
-        reference = reference or "vllm"
+        candidate = candidate or (named_in_data(shown[0], f"{path}: expect", "--candidate") if shown else INSTALLED)
+        reference = reference or INSTALLED
     cand, ref = resolve_policy(candidate), resolve_policy(reference)
     replayed = replay(scenario, cand, ref, SCHEDULER_TIER)
     sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
     if sig == "clean":
-        raise InputError(f"{path}: nothing to export: {candidate} against {reference} is "
-                         f"{replayed.verdict.status} there (give --candidate and --reference)")
-    return Finding(sig, scenario, scenario, replayed.verdict, cand.spec, ref.spec, replayed.candidate,
-                   reference_run=replayed.reference, fail_on=fail_on)
+        raise NothingToExport(f"{path}: nothing to export: {candidate} against {reference} is "
+                              f"{replayed.verdict.status} there (give --candidate and --reference)")
+    finding = Finding(sig, scenario, scenario, replayed.verdict, cand.spec, ref.spec, replayed.candidate,
+                      reference_run=replayed.reference, fail_on=fail_on)
+    return finding, notes
 
 
-def export_test(path: Path, candidate: str | None = None, reference: str | None = None) -> tuple[Finding, str]:
-    """The finding at ``path`` and its pytest file."""
-    finding = finding_of(path, candidate, reference)
-    return finding, render_test(finding, executor_for(SCHEDULER_TIER).configuration(finding.minimized))
+def export_test(path: Path, candidate: str | None = None, reference: str | None = None,
+                checks: str = "installed") -> tuple[ExportedCase, str]:
+    """The finding at ``path`` as a case, and its self-contained pytest file."""
+    finding, notes = finding_of(path, candidate, reference)
+    case = exported_case(finding, notes, finding.signature, checks)
+    return case, render_test(case, executor_for(SCHEDULER_TIER).configuration(finding.minimized))
+
+
+def suite_inputs(paths: Iterable[Path]) -> list[Path]:
+    """The scenario files and bundles named, a directory standing for the ``*.json`` files and bundles in
+    it, in name order."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir() and not (path / "verdict.json").is_file():
+            found += sorted(p for p in path.iterdir() if p.suffix == ".json" or (p / "verdict.json").is_file())
+        else:
+            found.append(path)
+    return found
+
+
+def export_suite(paths: Iterable[Path], candidate: str | None = None,
+                 reference: str | None = None) -> tuple[dict[str, str], list[ExportedCase], list[str]]:
+    """The suite of every finding in ``paths`` (``render_suite``'s files), its cases, and one line for each
+    input left out (nothing to export there). Cases are named after their file (a bundle's directory);
+    one named twice is an error."""
+    cases, skipped, names = [], [], set()
+    for path in suite_inputs(paths):
+        name = path.name if path.is_dir() else path.stem
+        if name in names:
+            raise InputError(f"{path}: a second case named {name!r} (ids must be unique)")
+        try:
+            finding, notes = finding_of(path, candidate, reference)
+        except NothingToExport as exc:
+            skipped.append(str(exc))
+            continue
+        names.add(name)
+        cases.append(exported_case(finding, notes, name, "installed"))
+    if not cases:
+        raise InputError("nothing to export: " + ("; ".join(skipped) or "no scenario files or bundles given"))
+    configuration = executor_for(SCHEDULER_TIER).configuration(cases[0].finding.minimized)
+    command = shlex.join(["gdnfuzz", "export-test", "--suite", *map(str, paths)])
+    return render_suite(cases, configuration, command), cases, skipped
+

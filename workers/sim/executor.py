@@ -31,7 +31,7 @@ from fuzz.model.decision import DisagreementProbe
 from fuzz.model.drive import Drive
 from fuzz.model.knobs import unsupported_reason
 from fuzz.model.policies import CandidateGone, Policy, contract_checked
-from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus, StepRecord
+from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus, StepRecord, exception_stack
 from fuzz.model.scenario import (
     MAX_CONTEXT,
     VOCAB_SIZE,
@@ -167,7 +167,7 @@ class SimExecutor(BaseExecutor):
             if unfit is not None:
                 raise CheckoutMismatch(unfit) from None
             result.faults.append(Fault(kind="exception", detail=f"{type(exc).__name__}: {exc}",
-                                       step=len(result.steps)))
+                                       step=len(result.steps), stack=exception_stack(exc)))
         self._collect(run)
         if not run.branch:
             release_scheduler(scheduler)

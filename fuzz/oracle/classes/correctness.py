@@ -16,7 +16,7 @@ from fuzz.errors import ExitCode
 from fuzz.model.result import RunResult, VerdictStatus
 from fuzz.model.scenario import Scenario
 from fuzz.oracle.divergence import Divergence
-from fuzz.oracle.evidence import chunk_table
+from fuzz.oracle.evidence import chunk_tables
 from fuzz.oracle.judge import first_finding, judge_correctness, self_consistent
 from fuzz.oracle.signature import correctness_signature, root_cause_name
 from fuzz.oracle.verdict import FindingClass, JudgeInput, Verdict, reference_is_wrong
@@ -57,8 +57,10 @@ class Correctness(FindingClass):
                        reference: RunResult | None, names: tuple[str, str]) -> tuple[str, str]:
         head = self.headline(verdict.of(self))
         assert head is not None
-        where = f"First divergent request: `{head.request_id}`, step {head.step}; the wrong side: {head.side}."
-        return where, f"## Chunks of `{head.request_id}` under `{names[0]}`\n{chunk_table(candidate, head.request_id)}\n"
+        who = f"`{head.request_id}`" if head.request_id is not None else "none (the step itself failed)"
+        at = f", step {head.step}" if head.step is not None else ""
+        where = f"First divergent request: {who}{at}; the wrong side: {head.side}."
+        return where, chunk_tables(candidate, reference, head.request_id, head.step, names)
 
     def decided_by_candidate(self, candidate_run: RunResult) -> bool:
         return self_consistent(candidate_run)

@@ -1,0 +1,90 @@
+"""What an exported regression test checks, and what it does here and now.
+
+An exported test replays one split on vLLM's real scheduler: the installed vLLM's own
+(``Scheduler._mamba_block_aligned_split`` as installed: what vLLM's CI runs, the default) or, when asked,
+the finding's candidate. It fails exactly where that split shows the finding's class of finding on the
+scenario (a poisoned slot, a wrong output, a request that never finishes, an exception, or a cost above
+what vLLM's split paid). Which split shows it is known from the finding's sides when the split is one of
+them: the candidate has every finding but a ``reference-side-`` one, the reference only a ``both-side-`` or
+``reference-side-`` one. For any other split it is known only from a replay (``installed_fails``).
+
+Invariant: every message that says what a test checks or what to expect (``export-test``'s line, the
+test's docstring, ``report.md``, the issue text) is one of this module's sentences, so they never
+disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fuzz.oracle.verdict import reference_is_wrong
+
+INSTALLED = "vllm"  # the policy that is the installed vLLM's split
+CHECKS = ("installed", "candidate")  # export-test --checks
+
+
+def split_shows(signature: str, candidate: str, reference: str, split: str) -> bool | None:
+    """Whether ``split`` shows the finding named ``signature`` (found with ``candidate`` against
+    ``reference``); None where ``split`` is neither side."""
+    if split == candidate:
+        return not signature.startswith("reference-side-")
+    if split == reference:
+        return reference_is_wrong(signature)
+    return None
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a test checks (``split``: a policy spec, ``vllm`` for the installed split) and whether it fails
+    on the installed vLLM ``release`` (None: not known), for the finding ``signature`` found with
+    ``candidate`` against ``reference``."""
+
+    signature: str
+    candidate: str
+    reference: str
+    split: str
+    release: str
+    fails: bool | None
+
+    @property
+    def checks_installed(self) -> bool:
+        return self.split == INSTALLED
+
+    @property
+    def vllm_bug(self) -> bool:
+        """The installed vLLM's own split shows the finding: a bug of vLLM itself."""
+        return bool(self.checks_installed and self.fails)
+
+    def what(self) -> str:
+        """What the test checks, in one sentence."""
+        if self.checks_installed:
+            return ("It checks the installed vLLM's own split (`Scheduler._mamba_block_aligned_split`) "
+                    "driven through the finding's request mix.")
+        return (f"It checks the split `{self.split}` (installed on vLLM's Scheduler in place of vLLM's own) "
+                "driven through the finding's request mix.")
+
+    def result(self) -> str:
+        """What the test does here and now, and on a split with the bug."""
+        here = f"On vLLM {self.release}"
+        if self.fails is None:
+            return (f"{here} its result is not known: neither side of the finding (`{self.candidate}`, "
+                    f"`{self.reference}`) is the split it checks; run it.")
+        if self.vllm_bug:
+            return f"{here} it fails: vLLM's own split has this bug; it passes once vLLM fixes it."
+        if self.fails:
+            return f"{here} it fails: `{self.split}` has this bug; it passes on a split without it."
+        found = self.candidate if split_shows(self.signature, self.candidate, self.reference,
+                                              self.candidate) else self.reference
+        split = "vLLM's own split" if self.checks_installed else f"`{self.split}`"
+        return f"{here} it passes: {split} does not have this bug. It fails on a split that has it, e.g. `{found}`."
+
+
+def expectation(signature: str, candidate: str, reference: str, checks: str, release: str,
+                installed_fails: bool | None = None) -> Expectation:
+    """The expectation of a test of the finding ``signature`` that ``checks`` the installed split or the
+    candidate's; ``installed_fails`` says what a replay showed for the installed split where it is
+    neither side."""
+    split = candidate if checks == "candidate" else INSTALLED
+    fails = split_shows(signature, candidate, reference, split)
+    return Expectation(signature, candidate, reference, split, release,
+                       installed_fails if fails is None and split == INSTALLED else fails)

@@ -1,0 +1,66 @@
+"""Plain data (dicts, lists, strings, numbers, booleans, None) as Python source, laid out the way ``ruff
+format`` lays it out, so a file written with it is already formatted.
+
+Invariant: a collection is written on one line where that line (with what precedes and follows it)
+fits in ``width`` columns, and otherwise one item a line with a trailing comma, its closing bracket on
+a line of its own; strings are written with double quotes. That is ruff's (and black's) layout for
+literals without trailing commas, so ``ruff format`` leaves the text as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+WIDTH = 88  # vLLM's line length
+
+
+def flat(value: Any) -> str:
+    """``value`` on one line."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{flat(k)}: {flat(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(flat(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, list):
+        return "[" + ", ".join(flat(v) for v in value) + "]"
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return repr(value)
+    raise TypeError(f"not plain data: {type(value).__name__}")
+
+
+def layout(value: Any, indent: int = 0, head: str = "", tail: str = "", width: int = WIDTH) -> list[str]:
+    """The lines of ``head`` + ``value`` + ``tail`` at ``indent`` spaces."""
+    pad = " " * indent
+    line = f"{pad}{head}{flat(value)}{tail}"
+    if len(line) <= width or not isinstance(value, (dict, list, tuple)) or not value:
+        return [line]
+    items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
+    opening, closing = "{}" if isinstance(value, dict) else "()" if isinstance(value, tuple) else "[]"
+    lines = [f"{pad}{head}{opening}"]
+    for key, item in items:
+        lines += layout(item, indent + 4, "" if key is None else f"{flat(key)}: ", ",", width)
+    return [*lines, f"{pad}{closing}{tail}"]
+
+
+def string(text: str, indent: int, head: str = "", tail: str = "", width: int = WIDTH) -> list[str]:
+    """A long string as implicitly concatenated pieces in parentheses, each piece within ``width``
+    (on one line where it fits)."""
+    pad = " " * indent
+    one = f"{pad}{head}{json.dumps(text)}{tail}"
+    if len(one) <= width:
+        return [one]
+    room = width - indent - 4 - 2
+    pieces, current = [], ""
+    for word in text.split(" "):
+        candidate = f"{current} {word}" if current else word
+        if len(json.dumps(candidate + " ")) - 2 > room and current:
+            pieces.append(current + " ")
+            current = word
+        else:
+            current = candidate
+    pieces.append(current)
+    return [f"{pad}{head}(", *[f"{pad}    {json.dumps(p)}" for p in pieces], f"{pad}){tail}"]
