@@ -197,6 +197,8 @@ def test_a_suite_needs_an_out_directory_and_checks_the_installed_split(tmp_path,
     assert main(["export-test", "--suite", path, "--out", str(tmp_path), "--checks", "candidate"]) == \
         ExitCode.BAD_INPUT
     assert "checks the installed vLLM's split" in capsys.readouterr().err
+    assert main(["export-test", "--suite", path, "--out", str(tmp_path / "not-a-package")]) == ExitCode.BAD_INPUT
+    assert "must be a package name" in capsys.readouterr().err and not (tmp_path / "not-a-package").exists()
 
 
 def _pytest(root: Path, splits: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -43,6 +43,9 @@ def _suite(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise InputError(f"{out}: --out must be a directory for --suite")
+    if not out.resolve().name.isidentifier():  # the test module imports the harness beside it, as a package
+        raise InputError(f"{out}: --out for --suite must be a package name (a Python identifier, as vLLM's "
+                         "tests/v1/core)")
     files, cases, skipped = export_suite(map(Path, args.paths), args.candidate, args.reference)
     out.mkdir(parents=True, exist_ok=True)
     if not (out / "__init__.py").exists():  # the test module imports the harness beside it (.{HARNESS_MODULE})

@@ -94,6 +94,7 @@ def export_suite(paths: Iterable[Path], candidate: str | None = None,
     """The suite of every finding in ``paths`` (``render_suite``'s files), its cases, and one line for each
     input left out (nothing to export there). Cases are named after their file (a bundle's directory);
     one named twice is an error."""
+    paths = list(paths)
     cases, skipped, names = [], [], set()
     for path in suite_inputs(paths):
         name = path.name if path.is_dir() else path.stem
