@@ -26,8 +26,9 @@ Use one as a candidate with ``bench/mutants/generated.py:<name>`` (``gdnfuzz mut
 ``python bench/mutants/generated.py``); ``bench/split_mutants.py`` runs the whole benchmark.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: a policy file is run without being registered as a module by
+# older gdnfuzz versions, and a dataclass with string annotations looks its module up (the benchmark runs
+# this file under the checkout measured before as well).
 import ast
 import copy
 import difflib
