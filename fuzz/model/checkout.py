@@ -108,7 +108,16 @@ def _foreign_vllm_file(path: str) -> bool:
     return "vllm" in Path(path).parts[:-1] and not path.startswith("<") and not _installed_file(path)
 
 
-def _owner(obj: object) -> tuple[str, str | None]:
+TRANSPARENT_FILES: set[str] = set()  # gdnfuzz's files that stand between a checkout's code and vLLM's objects
+
+
+def transparent_to_checkouts(path: str) -> None:
+    """Frames of ``path`` (the sandbox's views of vLLM's objects) are not where an exception was raised for
+    :func:`unfit_for_installed`: the code that read through them was."""
+    TRANSPARENT_FILES.add(path)
+
+
+def owner_of(obj: object) -> tuple[str, str | None]:
     """What lacks the attribute, in words, and the file that defines it."""
     if isinstance(obj, types.ModuleType):
         return obj.__name__, getattr(obj, "__file__", None)
@@ -120,7 +129,8 @@ def _owner(obj: object) -> tuple[str, str | None]:
 def unfit_for_installed(exc: BaseException) -> str | None:
     """One line when ``exc`` is a checkout's code reaching for what the installed vLLM lacks (see the module
     docstring), naming the file and line, and the attribute or module; None for anything else."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<frozen")]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith("<frozen") and f.filename not in TRANSPARENT_FILES]
     if not frames or not _foreign_vllm_file(frames[-1].filename):
         return None
     where = frames[-1]
@@ -129,8 +139,10 @@ def unfit_for_installed(exc: BaseException) -> str | None:
     import vllm
 
     lacks = f"which the installed vLLM {vllm.__version__} lacks"
-    if isinstance(exc, AttributeError) and exc.name is not None and getattr(exc, "obj", None) is not None:
-        owner, defined_in = _owner(exc.obj)
+    if isinstance(exc, AttributeError) and exc.name is not None:
+        # the object itself, or, read through a sandbox view (``fuzz.sandbox.views``), what its owner was
+        obj = getattr(exc, "obj", None)
+        owner, defined_in = getattr(exc, "installed_owner", None) or (owner_of(obj) if obj is not None else ("", None))
         if _installed_file(defined_in):
             return f"{at} needs {owner}.{exc.name}, {lacks}"
     if isinstance(exc, ImportError) and (exc.name or "").split(".")[0] == "vllm":

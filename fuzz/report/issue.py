@@ -94,7 +94,7 @@ def _facts(bundle: CrashBundle) -> str:
             ("First divergent request", first),
             ("Found on tier", text(v["tier"])),
             ("Confirmation", text(_confirmation(v))),
-            *((key, text(value)) for key, value in lifecycle_rows(v)),
+            *lifecycle_rows(v),  # inert markdown already
         ]
     )
 
@@ -215,7 +215,7 @@ def _checked(bundle: CrashBundle, record: dict[str, Any]) -> str:
     """What a verification ran (the candidate, the tries and hits, the canary), and the ranges known."""
     checked = (f"Checked: {text(record['candidate'])}; {text(record['hits'])} of {text(record['tries'])} tries "
                f"reproduced; canary: {text(record.get('canary') or 'not run')}.")
-    rows = [(key, text(value)) for key, value in lifecycle_rows(bundle.verdict)]  # the ranges known so far
+    rows = lifecycle_rows(bundle.verdict)  # the ranges known so far, inert markdown already
     return f"{checked}\n\n{_table(rows)}" if rows else checked
 
 

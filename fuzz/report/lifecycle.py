@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.model import json_input
+from fuzz.report.inert import code, text
 from fuzz.store.atomic import atomic_write
 from fuzz.store.bundle import check_lifecycle, failing, load_verdict, write_verdict
 
@@ -28,30 +29,33 @@ def short(sha: str | None) -> str:
 
 
 def lifecycle_rows(verdict: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(label, text)`` rows for the fields present: nothing for a finding never verified nor bisected."""
+    """``(label, markdown)`` rows for the fields present: nothing for a finding never verified nor bisected.
+    The markdown is inert (``fuzz.report.inert``): a revision's subject or a candidate's name comes from a
+    git history or a bundle, never trusted, so each such part is escaped or quoted here and the rows are
+    put in a table as they are."""
     rows: list[tuple[str, str]] = []
     repro = verdict.get("reproducibility")
     if repro:
-        rows.append(("Reproducibility", f"{repro['hits']} of {repro['tries']} tries against "
-                                        f"{repro.get('candidate', 'the candidate')}"))
+        rows.append(("Reproducibility", f"{text(repro['hits'])} of {text(repro['tries'])} tries against "
+                                        f"{text(repro.get('candidate', 'the candidate'))}"))
     found = verdict.get("regression_range")
     if found:
-        skipped = f"; skipped (cannot be loaded): {', '.join(short(s) for s in found['skipped'])}" \
+        skipped = f"; skipped (cannot be loaded): {', '.join(code(short(s)) for s in found['skipped'])}" \
             if found["skipped"] else ""
         open_ = found.get("candidates") or []
-        maybe = f"; skipped revisions leave it open: any of {', '.join(short(c) for c in open_)}" \
+        maybe = f"; skipped revisions leave it open: any of {', '.join(code(short(c)) for c in open_)}" \
             if len(open_) > 1 else ""
-        loaded = f"{found['loaded']} of {found['revisions']} revisions loaded"
-        rows.append(("Regression range", f"first bad `{short(found['first_bad'])}` ({found['subject']}), "
-                                         f"last good `{short(found['last_good'])}` ({found['mode']} mode, "
+        loaded = f"{text(found['loaded'])} of {text(found['revisions'])} revisions loaded"
+        rows.append(("Regression range", f"first bad {code(short(found['first_bad']))} ({text(found['subject'])}), "
+                                         f"last good {code(short(found['last_good']))} ({text(found['mode'])} mode, "
                                          f"{loaded}{skipped}{maybe})"))
     fixed = verdict.get("fixed_in")
     if fixed:
-        text = fixed["candidate"]
+        shown = text(fixed["candidate"])
         if fixed.get("revision"):
-            text = (f"`{short(fixed['revision'])}` ({fixed.get('subject') or ''}), "
-                    f"last bad `{short(fixed.get('last_bad'))}`")
-        rows.append(("Fixed in", text))
+            shown = (f"{code(short(fixed['revision']))} ({text(fixed.get('subject') or '')}), "
+                     f"last bad {code(short(fixed.get('last_bad')))}")
+        rows.append(("Fixed in", shown))
     return rows
 
 

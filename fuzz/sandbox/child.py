@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from fuzz.errors import InputError
+from fuzz.model.checkout import unfit_for_installed
 from fuzz.model.policies import Policy, describe_value, load_policy
 from fuzz.sandbox.channel import Ask, serve
 from fuzz.sandbox.views import Written, views
@@ -51,7 +52,8 @@ def _split(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
     try:
         got = split(scheduler, vllm_request, *request["args"])
     except BaseException as exc:  # noqa: BLE001 - whatever the split raises is its answer, reported by the parent
-        return {"raised": describe_value(exc)}
+        unfit = unfit_for_installed(exc)  # a checkout's split reaching for what the installed vLLM lacks
+        return {"unfit": unfit} if unfit is not None else {"raised": describe_value(exc)}
     return answer(got)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fuzz.model.checkout import CheckoutMismatch
 from fuzz.model.deadline import deadline_seconds
 from fuzz.model.policies import CandidateGone, SplitRaised
 from fuzz.sandbox.channel import ChildFailed, ChildTimedOut, JsonChild
@@ -70,6 +71,8 @@ class RemoteSplit:
             return answer["value"]
         if "raised" in answer:
             raise SplitRaised(str(answer["raised"]))
+        if "unfit" in answer:  # bad input, not the split's answer: it stops the run (exit 2)
+            raise CheckoutMismatch(f"{self.spec}: {answer['unfit']}")
         if "other" in answer:
             return Described(str(answer["other"]))
         self.child.kill()

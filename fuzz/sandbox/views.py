@@ -37,6 +37,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
+from fuzz.model.checkout import owner_of, transparent_to_checkouts
+
 # (root, path) pairs vLLM's split reads (0.32 and 0.33), sent with every call: (attribute names).
 SNAPSHOT: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("self", ("cache_config",)), ("self", ("cache_config", "block_size")), ("self", ("block_size",)),
@@ -111,7 +113,10 @@ def _read(roots: dict[str, Any], root: str, steps: list[Step]) -> dict[str, Any]
     try:
         return encode(_follow(roots[root], steps))
     except Exception as exc:  # noqa: BLE001 - what reading raised is what the split sees (an AttributeError)
-        return {"missing": f"{type(exc).__name__}: {exc}"[:300]}
+        missing: dict[str, Any] = {"missing": f"{type(exc).__name__}: {exc}"[:300]}
+        if isinstance(exc, AttributeError) and exc.name is not None and getattr(exc, "obj", None) is not None:
+            missing["lacks"] = [exc.name, *owner_of(exc.obj)]  # so a checkout's reach for it is told apart
+        return missing
 
 
 _serials: dict[int, tuple[weakref.ref[Any], int]] = {}  # id(obj) -> (obj, while it lives; its serial)
@@ -248,10 +253,18 @@ def decode(got: Any, view: Callable[[str], View]) -> Any:
             return view(f"{qualname}.{name}")
     if "obj" in got:
         return view(str(got["obj"]))
-    raise AttributeError(str(got.get("missing", "unreadable")))
+    error = AttributeError(str(got.get("missing", "unreadable")))
+    lacks = got.get("lacks")
+    if isinstance(lacks, list) and len(lacks) == 3 and all(isinstance(x, str | None) for x in lacks):
+        error.name, owner, defined_in = lacks
+        error.installed_owner = (owner, defined_in)  # type: ignore[attr-defined]
+    raise error
 
 
 def views(ask: Callable[[Any], Any], known: dict[str, Any], ids: dict[str, int], written: Written) -> tuple[View, View]:
     """The scheduler and request a sandboxed split is called with."""
     return (View(ask, known, written, int(ids["self"]), "self", [], "Scheduler"),
             View(ask, known, written, int(ids["request"]), "request", [], "Request"))
+
+
+transparent_to_checkouts(__file__)  # a checkout's split reads vLLM's objects through these views

@@ -47,7 +47,7 @@ from workers.sim.branch import BranchRaised, BranchRunner
 from workers.sim.fidelity import check_mirror_fidelity
 from workers.sim.hash_index import MambaHashIndex
 from workers.sim.runner_mirror import RunnerMirror, StepOutcome, StepWork
-from workers.sim.scheduler import build_scheduler, default_num_blocks, release_scheduler
+from workers.sim.scheduler import build_scheduler, default_num_blocks, release_scheduler, scheduler_configs
 from workers.sim.symbolic import State, greedy_continuation, next_token
 
 MAMBA_GROUP = 1
@@ -134,6 +134,8 @@ class SimExecutor(BaseExecutor):
                 result.faults.append(Fault(kind=kind, detail=detail, step=0))
                 return result
             hasher, hash_index = None, scheduler
+            # the model runner stays the installed vLLM's: its mirror reads the installed configs
+            vllm_config, kv_cache_config, _ = scheduler_configs(knobs, num_blocks, bool(external))
         else:
             scheduler = build_scheduler(knobs, num_blocks, kv_connector=bool(external))
             for rid, tokens in external.items():
@@ -141,10 +143,11 @@ class SimExecutor(BaseExecutor):
             scheduler._mamba_block_aligned_split = types.MethodType(contract_checked(policy.split, violation),
                                                                     scheduler)
             hasher, hash_index = _hasher(scheduler), MambaHashIndex(scheduler.kv_cache_manager.block_pool, MAMBA_GROUP)
+            vllm_config, kv_cache_config = scheduler.vllm_config, scheduler.kv_cache_config
         run = _Run(
             scenario=scenario,
             scheduler=scheduler,
-            mirror=RunnerMirror(scheduler.vllm_config, scheduler.kv_cache_config, MAMBA_GROUP, num_blocks),
+            mirror=RunnerMirror(vllm_config, kv_cache_config, MAMBA_GROUP, num_blocks),
             result=result,
             drive=Drive(scenario, limit),
             specs={r.id: r for r in scenario.requests},

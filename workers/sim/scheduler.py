@@ -249,15 +249,14 @@ def release_scheduler(scheduler: Any) -> None:
     _pool_stock().give_back(scheduler.kv_cache_manager.block_pool)
 
 
-def build_scheduler(knobs: EngineKnobs, num_blocks: int, kv_connector: bool = False) -> Any:
-    """A fresh real Scheduler (empty cache) for these knobs, with ``ScenarioConnector`` if asked; its
-    block pool may be a released one, reset to exactly a new pool's state (``workers.sim.block_pools``)."""
+def scheduler_configs(knobs: EngineKnobs, num_blocks: int, kv_connector: bool = False) -> tuple[Any, Any, int]:
+    """The ``VllmConfig`` and hybrid ``KVCacheConfig`` a scheduler for these knobs is built with (its block
+    sizes and cache-hit alignment resolved as vLLM resolves them), and its block size. The model runner
+    reads the same two (the sim's runner mirror, also for a whole branch whose scheduler runs elsewhere)."""
     from vllm.v1.core.kv_cache_utils import (
         resolve_cache_hit_alignment_tokens,
         resolve_kv_cache_block_sizes,
     )
-    from vllm.v1.core.sched.scheduler import Scheduler
-    from vllm.v1.structured_output import StructuredOutputManager
 
     vllm_config = copy.copy(vllm_config_for(ConfigKey.of(knobs, kv_connector)))
     vllm_config.cache_config = copy.copy(vllm_config.cache_config)
@@ -270,13 +269,26 @@ def build_scheduler(knobs: EngineKnobs, num_blocks: int, kv_connector: bool = Fa
         kv_cache_config.cache_hit_alignment_tokens = resolve_cache_hit_alignment_tokens(
             kv_cache_config, vllm_config, scheduler_block_size, hash_block_size
         )
+    except (ValueError, AssertionError, NotImplementedError) as exc:
+        raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None
+    return vllm_config, kv_cache_config, scheduler_block_size
+
+
+def build_scheduler(knobs: EngineKnobs, num_blocks: int, kv_connector: bool = False) -> Any:
+    """A fresh real Scheduler (empty cache) for these knobs, with ``ScenarioConnector`` if asked; its
+    block pool may be a released one, reset to exactly a new pool's state (``workers.sim.block_pools``)."""
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    vllm_config, kv_cache_config, scheduler_block_size = scheduler_configs(knobs, num_blocks, kv_connector)
+    try:
         with recycled_block_pools(_pool_stock()):
             return Scheduler(
                 vllm_config=vllm_config,
                 kv_cache_config=kv_cache_config,
                 structured_output_manager=StructuredOutputManager(vllm_config),
                 block_size=scheduler_block_size,
-                hash_block_size=hash_block_size,
+                hash_block_size=kv_cache_config.hash_block_size,
             )
     except (ValueError, AssertionError, NotImplementedError) as exc:
         raise ConfigRejected(f"vLLM rejects this engine config: {one_line_reason(exc)}") from None
