@@ -35,6 +35,7 @@ import ast
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -270,20 +271,22 @@ def judge_mutant(name: str) -> Record:
     return record
 
 
-def fuzz_run(name: str, seconds: int, seed: int, gdnfuzz: str = GDNFUZZ) -> list[str]:
+def fuzz_run(name: str, seconds: int, seed: int, gdnfuzz: str = GDNFUZZ) -> tuple[list[str], int]:
     """``gdnfuzz run --fail-on any`` against mutant ``name``, from an empty corpus, into a scratch directory
-    (``gdnfuzz``: the command of this checkout or another's); the candidate-side signatures it stored."""
+    (``gdnfuzz``: the command of this checkout or another's): the candidate-side signatures it stored, and
+    the executions its last status line counted."""
     with tempfile.TemporaryDirectory(prefix="gdnfuzz-mutant-") as scratch:
         crashes = Path(scratch) / "crashes"
-        subprocess.run([gdnfuzz, "run", "--candidate", f"{ROOT}/bench/mutants/generated.py:{name}",
-                        "--reference", "vllm", "--fail-on", "any", "--max-time", str(seconds),
-                        "--seed", str(seed), "--corpus", str(Path(scratch) / "corpus"), "--crashes", str(crashes)],
-                       cwd=scratch, capture_output=True, text=True)
-        return candidate_signatures(crashes)
+        done = subprocess.run([gdnfuzz, "run", "--candidate", f"{ROOT}/bench/mutants/generated.py:{name}",
+                               "--reference", "vllm", "--fail-on", "any", "--max-time", str(seconds),
+                               "--seed", str(seed), "--corpus", str(Path(scratch) / "corpus"), "--crashes",
+                               str(crashes)], cwd=scratch, capture_output=True, text=True)
+        execs = re.findall(r"\bexecs (\d+)", done.stderr)
+        return candidate_signatures(crashes), int(execs[-1]) if execs else 0
 
 
 def fuzz_mutant(record: Record, seconds: int, seed: int) -> None:
-    record.fuzz = fuzz_run(record.name, seconds, seed)
+    record.fuzz = fuzz_run(record.name, seconds, seed)[0]
     if record.fuzz:
         record.status, record.killed_by = "killed", "fuzz"
 
@@ -298,9 +301,10 @@ def runs_of_killed(path: str, sample: int, sample_seed: int, seconds: int, seed:
     with ProcessPoolExecutor(len(commands)) as pool:
         for name in chosen:
             found = list(pool.map(fuzz_run, *zip(*[(name, seconds, seed, c) for c in commands], strict=True)))
-            for command, sigs in zip(commands, found, strict=True):
+            for command, (sigs, _) in zip(commands, found, strict=True):
                 counts[command].append(len(sigs))
-            print(f"  {name}: " + "; ".join(f"{len(f)} {' '.join(f)}" for f in found), flush=True)
+            print(f"  {name}: " + "; ".join(f"{len(sigs)} in {execs} execs: {' '.join(sigs)}" for sigs, execs in found),
+                  flush=True)
     for command, n in counts.items():
         killed_here = [k for k in n if k]
         small = sum(1 for k in killed_here if k <= 2)
