@@ -115,3 +115,17 @@ def test_a_knob_the_installed_vllm_lacks_makes_a_run_unsupported_with_the_reason
         assert (reason is None) == row.available, name
         if reason is not None:
             assert reason.startswith(f"engine.{name} needs ") and row.needs.since in reason
+
+
+def test_what_a_knob_needs_of_vllm_is_read_without_importing_vllm():
+    """The knob rows' probes run when the mutations are registered (every command imports them): reading
+    vLLM's source, not importing it, keeps vLLM's import-time log lines off every command's stderr and a
+    mistyped policy's error instant."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; import fuzz.cli, fuzz.search.mutate; "
+             "print(sorted(n for n, r in __import__('fuzz.model.knobs', fromlist=['KNOBS']).KNOBS.items() "
+             "if not r.available), 'vllm' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip().endswith("False") and done.stderr == ""

@@ -24,10 +24,13 @@ Invariants:
 
 from __future__ import annotations
 
+import ast
 import functools
+import importlib.util
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from fuzz.errors import InputError
@@ -94,21 +97,39 @@ class Needs:
         return self.probe()
 
 
-def _speculative_field(name: str) -> Callable[[], bool]:
-    def probe() -> bool:
-        from vllm.config import SpeculativeConfig
+def _vllm_class(relative: str, name: str) -> ast.ClassDef | None:
+    """Class ``name`` of the installed vLLM's ``relative`` source file, parsed, not imported: importing
+    vLLM here would run its import-time logging before gdnfuzz has set vLLM's level, and cost every
+    command vLLM's import (these probes run when ``fuzz.search.mutate`` is imported)."""
+    spec = importlib.util.find_spec("vllm")  # a top-level package: located, not imported
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
 
-        return name in SpeculativeConfig.__dataclass_fields__
+
+def _speculative_field(name: str) -> Callable[[], bool]:
+    """Whether vLLM's ``SpeculativeConfig`` (a dataclass) declares the field ``name``."""
+    def probe() -> bool:
+        cls = _vllm_class("config/speculative.py", "SpeculativeConfig")
+        return cls is not None and any(isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                                       and n.target.id == name for n in cls.body)
 
     return probe
 
 
 def _scheduler_sets(attribute: str) -> Callable[[], bool]:
-    """Whether vLLM's ``Scheduler.__init__`` sets ``self.<attribute>`` (a name its code stores)."""
+    """Whether vLLM's ``Scheduler.__init__`` names ``<attribute>`` (``self.<attribute> = ...``)."""
     def probe() -> bool:
-        from vllm.v1.core.sched.scheduler import Scheduler
-
-        return attribute in Scheduler.__init__.__code__.co_names
+        cls = _vllm_class("v1/core/sched/scheduler.py", "Scheduler")
+        init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None) \
+            if cls is not None else None
+        return init is not None and any(isinstance(n, ast.Attribute) and n.attr == attribute
+                                        for n in ast.walk(init))
 
     return probe
 
