@@ -62,9 +62,9 @@ def split_under_test(monkeypatch, request):
         # the splits under test are loaded by gdnfuzz; the cases themselves still import nothing of it
         blockers = [f for f in sys.meta_path if isinstance(f, NoGdnfuzz)]
         sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, NoGdnfuzz)]
-        from fuzz.model.policies import resolve_policy
+        from fuzz.model.policies import load_policy  # the test's own mutants: trusted, loaded in this process
         from vllm.v1.core.sched.scheduler import Scheduler
-        split, init = resolve_policy(spec).split, Scheduler.__init__
+        split, init = load_policy(spec).split, Scheduler.__init__
         sys.meta_path[:0] = blockers
 
         def with_split(self, *args, **kwargs):
@@ -221,7 +221,10 @@ def test_the_suite_passes_on_vllm_and_fails_on_each_bug_in_vllms_layout(tmp_path
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    cpu_test: runs on CPU (vLLM's marker)\n")
     files = [CORPUS / "regressions" / f"{name}.json" for name, _ in SUITE] + \
         [CORPUS / "regressions" / f"{name}.json" for name in VLLM_BUGS]
-    assert main(["export-test", "--suite", *map(str, files), "--out", str(tmp_path / "tests/v1/core")]) == \
+    out = str(tmp_path / "tests/v1/core")
+    assert main(["export-test", "--suite", *map(str, files), "--out", out]) == ExitCode.BAD_INPUT
+    assert "never loads a policy a file names" in capsys.readouterr().err  # the corpus names bench mutants
+    assert main(["export-test", "--suite", *map(str, files), "--out", out, "--trust-named-policies"]) == \
         ExitCode.CLEAN
     installed = _pytest(tmp_path, {})
     assert installed.returncode == 0, installed.stdout[-3000:]

@@ -26,7 +26,8 @@ def cmd_export_test(args: argparse.Namespace) -> int:
         return _suite(args)
     if len(args.paths) != 1:
         raise InputError("export-test: one scenario file or bundle (several need --suite)")
-    case, text = export_test(Path(args.paths[0]), args.candidate, args.reference, args.checks)
+    case, text = export_test(Path(args.paths[0]), args.candidate, args.reference, args.checks,
+                             args.trust_named_policies)
     f = case.finding
     out = Path(args.out) if args.out else Path(f"test_{f.signature.replace('-', '_')}.py")
     atomic_write(out, text)
@@ -46,7 +47,8 @@ def _suite(args: argparse.Namespace) -> int:
     if not out.resolve().name.isidentifier():  # the test module imports the harness beside it, as a package
         raise InputError(f"{out}: --out for --suite must be a package name (a Python identifier, as vLLM's "
                          "tests/v1/core)")
-    files, cases, skipped = export_suite(map(Path, args.paths), args.candidate, args.reference)
+    files, cases, skipped = export_suite(map(Path, args.paths), args.candidate, args.reference,
+                                         args.trust_named_policies)
     out.mkdir(parents=True, exist_ok=True)
     if not (out / "__init__.py").exists():  # the test module imports the harness beside it (.{HARNESS_MODULE})
         atomic_write(out / "__init__.py", "")
@@ -75,4 +77,8 @@ def add_parser(sub: Any) -> None:
     add_policy_option(p, "--reference", default=None, help="the reference split (default: the bundle's, else vllm)")
     p.add_argument("--out", default=None,
                    help="the test file to write (default test_<signature>.py); with --suite, the directory")
+    p.add_argument("--trust-named-policies", action="store_true",
+                   help="run the policies the files name (a scenario's expect, a bundle's verdict) that are not "
+                        "built in: only for files you vouch for, such as your own checkout's corpus (by default a "
+                        "file never makes gdnfuzz run code)")
     p.set_defaults(func=cmd_export_test)

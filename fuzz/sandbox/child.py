@@ -53,7 +53,8 @@ def _split(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
         got = split(scheduler, vllm_request, *request["args"])
     except BaseException as exc:  # noqa: BLE001 - whatever the split raises is its answer, reported by the parent
         unfit = unfit_for_installed(exc)  # a checkout's split reaching for what the installed vLLM lacks
-        return {"unfit": unfit} if unfit is not None else {"raised": describe_value(exc)}
+        raised = {"raised": describe_value(exc)}  # what the parent says where it did not answer what is lacking
+        return {"unfit": unfit, **raised} if unfit is not None else raised
     return answer(got)
 
 

@@ -60,8 +60,9 @@ class RemoteSplit:
         roots = {"self": scheduler, "request": request}
         message = {"op": "split", "spec": self.spec, "known": snapshot(roots), "ids": identities(roots),
                    "args": [num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens]}
+        asked = lookup(roots)
         try:
-            answer = self.child.call(message, run_bound(deadline_seconds()), lookup(roots))
+            answer = self.child.call(message, run_bound(deadline_seconds()), asked)
         except ChildFailed as exc:
             raise gone(exc, self.spec) from None
         except BaseException:
@@ -69,10 +70,14 @@ class RemoteSplit:
             raise
         if "value" in answer:
             return answer["value"]
+        if "unfit" in answer:  # bad input, not the split's answer: it stops the run (exit 2) ...
+            unfit = (str(answer["unfit"]).splitlines() or ["?"])[0][:300]
+            if any(f" needs {owner}.{name}, " in unfit for owner, name in asked.lacked):
+                raise CheckoutMismatch(f"{self.spec}: {unfit}")
+            # ... only where this process itself answered that the installed vLLM lacks it: the child runs the
+            # candidate's code, and its say-so alone would let a split turn any finding into a usage error
         if "raised" in answer:
             raise SplitRaised(str(answer["raised"]))
-        if "unfit" in answer:  # bad input, not the split's answer: it stops the run (exit 2)
-            raise CheckoutMismatch(f"{self.spec}: {answer['unfit']}")
         if "other" in answer:
             return Described(str(answer["other"]))
         self.child.kill()

@@ -152,19 +152,31 @@ def snapshot(roots: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return known
 
 
-def lookup(roots: dict[str, Any]) -> Callable[[Any], dict[str, Any]]:
-    """The answer to the child's ``{"get": [root, step...]}`` questions during one call on ``roots``."""
+class Lookup:
+    """The answer to the child's ``{"get": [root, step...]}`` questions during one call on ``roots``, and
+    ``lacked``: the ``(owner, attribute)`` pairs this process answered that an installed vLLM object lacks (its
+    own record: only these can make the child's ``unfit`` answer a checkout unfit for the installed vLLM)."""
 
-    def answer(question: Any) -> dict[str, Any]:
+    def __init__(self, roots: dict[str, Any]):
+        self.roots: dict[str, Any] = roots
+        self.lacked: set[tuple[str, str]] = set()
+
+    def __call__(self, question: Any) -> dict[str, Any]:
         try:
             root, *steps = question["get"]
-            if root not in roots or not all(isinstance(s, list) and len(s) == 2 for s in steps):
+            if root not in self.roots or not all(isinstance(s, list) and len(s) == 2 for s in steps):
                 raise ValueError
         except (TypeError, KeyError, ValueError):
             return {"missing": "not a question the deciding process answers"}
-        return _read(roots, root, steps)
+        got = _read(self.roots, root, steps)
+        if "lacks" in got:
+            name, owner, _ = got["lacks"]
+            self.lacked.add((owner, name))
+        return got
 
-    return answer
+
+def lookup(roots: dict[str, Any]) -> Lookup:
+    return Lookup(roots)
 
 
 # ---------------------------------------------------------------- the child's side

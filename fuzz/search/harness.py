@@ -166,9 +166,9 @@ class FuzzTarget:
 
     def _same_decisions(self, run: RunResult) -> bool:
         """Whether the reference's run of this input is ``run`` itself: the probe saw every split decision
-        agree, and the candidate's split neither broke its contract nor hung (answers the probe never saw)."""
-        return self.probed and run.disagreement is None and not any(
-            f.kind in ("contract", "hang") for f in run.faults)
+        agree, and the run has no fault at all (a split that broke its contract, hung or whose process ended
+        gave answers the probe never saw, or none)."""
+        return self.probed and run.disagreement is None and not run.faults
 
     def _occurred(self, sig: str, bundle: Path, data: bytes) -> None:
         """One more occurrence of a signature stored raw in ``bundle`` (counted in batches)."""

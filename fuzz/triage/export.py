@@ -21,7 +21,8 @@ from pathlib import Path
 
 from fuzz.errors import InputError
 from fuzz.model.expectations import expected_statuses
-from fuzz.model.policies import named_in_data, resolve_policy
+from fuzz.model.policies import named_in_data as only_builtin
+from fuzz.model.policies import resolve_policy
 from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import load_scenario
 from fuzz.oracle.differential import replay
@@ -40,10 +41,15 @@ class NothingToExport(InputError):
     """A scenario whose replay under the given policies shows nothing."""
 
 
-def finding_of(path: Path, candidate: str | None = None,
-               reference: str | None = None) -> tuple[Finding, dict[str, str]]:
+def finding_of(path: Path, candidate: str | None = None, reference: str | None = None,
+               trusted: bool = False) -> tuple[Finding, dict[str, str]]:
     """The finding a bundle or a scenario file holds, replayed now on the sim tier, and the file's
-    annotations."""
+    annotations. A policy the file names is run only if built in, or with ``trusted`` (the user vouches for
+    the files: ``--trust-named-policies``; it still runs in its sandbox child)."""
+
+    def named_in_data(spec: object, where: str, flag: str) -> str:
+        return str(spec) if trusted and isinstance(spec, str) else only_builtin(spec, where, flag)
+
     if (path / "verdict.json").is_file():
         bundle = load_bundle(path)
         scenario, notes = bundle.scenario, bundle.annotations
@@ -70,9 +76,9 @@ def finding_of(path: Path, candidate: str | None = None,
 
 
 def export_test(path: Path, candidate: str | None = None, reference: str | None = None,
-                checks: str = "installed") -> tuple[ExportedCase, str]:
+                checks: str = "installed", trusted: bool = False) -> tuple[ExportedCase, str]:
     """The finding at ``path`` as a case, and its self-contained pytest file."""
-    finding, notes = finding_of(path, candidate, reference)
+    finding, notes = finding_of(path, candidate, reference, trusted)
     case = exported_case(finding, notes, finding.signature, checks)
     return case, render_test(case, executor_for(SCHEDULER_TIER).configuration(finding.minimized))
 
@@ -89,8 +95,8 @@ def suite_inputs(paths: Iterable[Path]) -> list[Path]:
     return found
 
 
-def export_suite(paths: Iterable[Path], candidate: str | None = None,
-                 reference: str | None = None) -> tuple[dict[str, str], list[ExportedCase], list[str]]:
+def export_suite(paths: Iterable[Path], candidate: str | None = None, reference: str | None = None,
+                 trusted: bool = False) -> tuple[dict[str, str], list[ExportedCase], list[str]]:
     """The suite of every finding in ``paths`` (``render_suite``'s files), its cases, and one line for each
     input left out (nothing to export there). Cases are named after their file (a bundle's directory);
     one named twice is an error."""
@@ -101,7 +107,7 @@ def export_suite(paths: Iterable[Path], candidate: str | None = None,
         if name in names:
             raise InputError(f"{path}: a second case named {name!r} (ids must be unique)")
         try:
-            finding, notes = finding_of(path, candidate, reference)
+            finding, notes = finding_of(path, candidate, reference, trusted)
         except NothingToExport as exc:
             skipped.append(str(exc))
             continue
