@@ -2,11 +2,11 @@
 one sitting, and the sim's share of an execution.
 
 Usage: ``python bench/run_throughput.py [--seconds 90] [--rounds 2] [--checkout DIR ...]
-[--candidates vllm,pre-51113,FILE:pre-51113]``
+[--candidates vllm,pre-51113,FILE:pre-51113] [--seed 1]``
 
 Each round runs, for every checkout (default this one; ``--checkout`` again for a second, e.g. an older
 one, to compare before and after in the same sitting) and every candidate, ``gdnfuzz run --candidate C
---reference vllm --max-time S`` on an empty corpus (one worker, seed 1), one after another, so a loaded
+--reference vllm --max-time S`` on an empty corpus (one worker, ``--seed``), one after another, so a loaded
 machine's noise falls on every configuration alike. ``FILE:pre-51113`` is the pre-#51113 split written
 to a policy file: the same decisions as the built-in, run as a user's candidate (in its sandbox child).
 Printed per run: the executions the run reported at its end, over ``S`` (start-up included), and the last
@@ -46,12 +46,12 @@ def policy_file(directory: Path) -> str:
     return f"{path}:_pre_51113_split"
 
 
-def one_run(checkout: Path, candidate: str, seconds: int, work: Path) -> tuple[int, int]:
+def one_run(checkout: Path, candidate: str, seconds: int, work: Path, seed: int = 1) -> tuple[int, int]:
     """``gdnfuzz run`` of ``candidate`` from ``checkout``: (executions at its end, the last exec/s reported)."""
     corpus, crashes = Path(tempfile.mkdtemp(dir=work)), Path(tempfile.mkdtemp(dir=work))
     env = {**os.environ, "PYTHONPATH": str(checkout), "GDNFUZZ_CACHE_DIR": str(work / "cache")}
     done = subprocess.run([sys.executable, "-P", "-m", "fuzz.cli", "run", "--candidate", candidate, "--reference", "vllm",
-                           "--max-time", str(seconds), "--seed", "1", "--corpus", str(corpus), "--crashes", str(crashes)],
+                           "--max-time", str(seconds), "--seed", str(seed), "--corpus", str(corpus), "--crashes", str(crashes)],
                           cwd=work, env=env, capture_output=True, text=True, timeout=seconds * 4 + 300)
     found = STATUS.findall(done.stderr)
     return (int(found[-1][0]), int(found[-1][1])) if found else (0, 0)
@@ -86,18 +86,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--checkout", action="append", default=None, help="a gdnfuzz checkout (repeatable)")
     parser.add_argument("--candidates", default="vllm,pre-51113,FILE:pre-51113")
+    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     ambient()
     checkouts = [Path(c).resolve() for c in (args.checkout or [str(REPO)])]
     work = Path(tempfile.mkdtemp(prefix="gdnfuzz-throughput-"))
     candidates = {c: policy_file(work) if c == "FILE:pre-51113" else c for c in args.candidates.split(",")}
     results: dict[tuple[Path, str], list[tuple[int, int]]] = {}
-    print(f"{args.seconds} s runs, {args.rounds} round(s), one worker, empty corpus; load {os.getloadavg()[0]:.1f}")
+    print(f"{args.seconds} s runs, {args.rounds} round(s), one worker, empty corpus, seed {args.seed}; load {os.getloadavg()[0]:.1f}")
     print("| round | checkout | candidate | execs | execs/s over the run | last exec/s |\n|---|---|---|---|---|---|")
     for round_ in range(args.rounds):
         for name, spec in candidates.items():
             for checkout in checkouts:
-                execs, last = one_run(checkout, spec, args.seconds, work)
+                execs, last = one_run(checkout, spec, args.seconds, work, args.seed)
                 results.setdefault((checkout, name), []).append((execs, last))
                 print(f"| {round_ + 1} | {checkout} | {name} | {execs} | {execs / args.seconds:.1f} | {last} |",
                       flush=True)
