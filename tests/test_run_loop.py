@@ -41,7 +41,16 @@ def test_the_deadline_stops_workers_even_one_that_ignores_sigterm():
     assert polite.poll() is not None and stubborn.poll() is not None
 
 
-def test_a_first_interrupt_ends_the_run_as_its_deadline_does_and_a_second_is_keyboard_interrupt():
+@pytest.fixture
+def interruptible():
+    """SIGINT as a terminal delivers it: a session started in the background (nohup, ``cmd &`` in a script)
+    inherits it ignored, which ``interrupt_ends`` leaves alone, as Python itself does."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_first_interrupt_ends_the_run_as_its_deadline_does_and_a_second_is_keyboard_interrupt(interruptible):
     clock = RunClock(Progress(), max_time=300, from_first_verdict=False, stop_by=None)
     assert clock.deadline() > time.time() + 200
     with interrupt_ends(clock):

@@ -43,8 +43,7 @@ def code(value: Any) -> str:
     if len(flat) > MAX_FIELD:
         flat = flat[:MAX_FIELD] + " …"
     fence = _fence_for(flat, 1)
-    pad = " " if flat.startswith("`") or flat.endswith("`") else ""  # CommonMark strips one space each side
-    return f"{fence}{pad}{flat}{pad}{fence}"
+    return f"{fence} {flat} {fence}"
 
 
 def block(content: str, language: str = "") -> str:

@@ -12,6 +12,7 @@ and after the change.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,12 @@ def short(sha: str | None) -> str:
     return "—" if not sha else sha[:12]
 
 
+def _revision(sha: str | None) -> str:
+    """A revision as inline code: a hex SHA as it is, anything else a record holds made inert."""
+    shown = short(sha)
+    return f"`{shown}`" if re.fullmatch(r"[0-9a-f]{1,12}", shown) else code(shown)
+
+
 def lifecycle_rows(verdict: dict[str, Any]) -> list[tuple[str, str]]:
     """``(label, markdown)`` rows for the fields present: nothing for a finding never verified nor bisected.
     The markdown is inert (``fuzz.report.inert``): a revision's subject or a candidate's name comes from a
@@ -40,21 +47,21 @@ def lifecycle_rows(verdict: dict[str, Any]) -> list[tuple[str, str]]:
                                         f"{text(repro.get('candidate', 'the candidate'))}"))
     found = verdict.get("regression_range")
     if found:
-        skipped = f"; skipped (cannot be loaded): {', '.join(code(short(s)) for s in found['skipped'])}" \
+        skipped = f"; skipped (cannot be loaded): {', '.join(_revision(s) for s in found['skipped'])}" \
             if found["skipped"] else ""
         open_ = found.get("candidates") or []
-        maybe = f"; skipped revisions leave it open: any of {', '.join(code(short(c)) for c in open_)}" \
+        maybe = f"; skipped revisions leave it open: any of {', '.join(_revision(c) for c in open_)}" \
             if len(open_) > 1 else ""
         loaded = f"{text(found['loaded'])} of {text(found['revisions'])} revisions loaded"
-        rows.append(("Regression range", f"first bad {code(short(found['first_bad']))} ({text(found['subject'])}), "
-                                         f"last good {code(short(found['last_good']))} ({text(found['mode'])} mode, "
+        rows.append(("Regression range", f"first bad {_revision(found['first_bad'])} ({text(found['subject'])}), "
+                                         f"last good {_revision(found['last_good'])} ({text(found['mode'])} mode, "
                                          f"{loaded}{skipped}{maybe})"))
     fixed = verdict.get("fixed_in")
     if fixed:
         shown = text(fixed["candidate"])
         if fixed.get("revision"):
-            shown = (f"{code(short(fixed['revision']))} ({text(fixed.get('subject') or '')}), "
-                     f"last bad {code(short(fixed.get('last_bad')))}")
+            shown = (f"{_revision(fixed['revision'])} ({text(fixed.get('subject') or '')}), "
+                     f"last bad {_revision(fixed.get('last_bad'))}")
         rows.append(("Fixed in", shown))
     return rows
 
