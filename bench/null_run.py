@@ -1,7 +1,8 @@
 """The null run and the determinism check of the sim tier (issue 2's "done means"), as figures.
 
 1. ``gdnfuzz gen --seed SEED --count COUNT --out DIR --profile PROFILE`` (a workload profile, default
-   ``default``; ``chat``, ``agentic`` and ``batch`` reach long decodes and preemption after decode);
+   ``mixed``, every profile in turn; ``prefill`` alone is the generator before profiles; ``chat``, ``agentic``
+   and ``batch`` reach long decodes and preemption after decode);
 2. ``gdnfuzz replay DIR/*.json --candidate P --reference P --json --fail-on any`` (``--policy P``, default
    vllm): a finding both sides share is a bug of P's own (counted by signature; for vllm, the corpus
    records them); any other finding, correctness or cost, is a false positive of the sim or the oracle
@@ -133,7 +134,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=100)
     parser.add_argument("--dir", help="where to write the scenarios (default: a temporary directory)")
     parser.add_argument("--policy", default="vllm", help="the policy run against itself (default vllm)")
-    parser.add_argument("--profile", default="default", help="the workload profile scenarios are drawn from")
+    parser.add_argument("--profile", default="mixed",
+                        help="the workload profile scenarios are drawn from (default mixed: `gdnfuzz gen`'s)")
     parser.add_argument("--knob", help="move this engine knob off its default in every scenario (its own mutation)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))

@@ -61,7 +61,7 @@ from fuzz.oracle.differential import replay  # noqa: E402
 from fuzz.oracle.verdict import FailOn, finding_signature, outcome  # noqa: E402
 
 CORPUS = ROOT / "corpus" / "regressions"
-PROFILES = ("default", "chat", "agentic", "batch")
+PROFILES = ("prefill", "chat", "agentic", "batch")
 SAMPLE_POLICIES = ("vllm", "pre-51113", "naive")
 GDNFUZZ = str(Path(sys.executable).with_name("gdnfuzz"))
 

@@ -4,7 +4,7 @@ run on both tiers) and a split mutant against vllm (the canary of the deep regio
 Usage: ``python bench/tier_agreement.py [--profile chat] [--count 20] [--seed 1] [--mutant SPEC] [--tier engine]
 [--max-steps N]``
 
-Scenarios come from ``random_scenario`` with the profile (as ``gdnfuzz gen --profile`` writes them), the
+Scenarios come from ``draw_scenario`` with the profile (as ``gdnfuzz gen --profile`` writes them), the
 first ``--count`` whose ``serial_steps`` are at most ``--max-steps`` (the CPU engine takes about a second a
 hundred decode steps; the figure says how many were passed over). Each
 is replayed on the sim and on ``--tier`` with ``--candidate vllm`` and with ``--candidate MUTANT`` (default
@@ -30,8 +30,9 @@ from fuzz.model.policies import resolve_policy  # noqa: E402
 from fuzz.model.result import VerdictStatus  # noqa: E402
 from fuzz.oracle.differential import replay  # noqa: E402
 from fuzz.sandbox.scope import ambient  # noqa: E402
-from fuzz.search.generate import random_scenario, serial_steps  # noqa: E402
-from fuzz.search.profiles import PROFILES  # noqa: E402
+from fuzz.search.generate import serial_steps  # noqa: E402
+from fuzz.search.mixture import draw_scenario  # noqa: E402
+from fuzz.search.profiles import PROFILE_NAMES  # noqa: E402
 
 DECIDED = (VerdictStatus.CLEAN, VerdictStatus.DIVERGED, VerdictStatus.REGRESSED)
 MUTANT = "bench/mutants/one_line.py:replay_as_prompt"
@@ -46,7 +47,7 @@ def status(scenario: object, candidate: object, reference: object, tier: str) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--profile", default="chat", choices=sorted(PROFILES))
+    parser.add_argument("--profile", default="chat", choices=PROFILE_NAMES)
     parser.add_argument("--count", type=int, default=20)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--mutant", default=MUTANT)
@@ -56,7 +57,7 @@ def main() -> None:
     rng = random.Random(args.seed)
     scenarios, passed_over = [], 0
     while len(scenarios) < args.count:
-        scenario = random_scenario(rng, PROFILES[args.profile])
+        scenario = draw_scenario(rng, args.profile)
         if args.max_steps is not None and serial_steps(scenario) > args.max_steps:
             passed_over += 1
             continue

@@ -44,7 +44,8 @@ sys.path.insert(0, str(ROOT))  # the random worker runs this file: it must impor
 
 from fuzz.oracle.verdict import FailOn, fail_on_choices, reference_is_wrong  # noqa: E402
 from fuzz.search.libfuzzer import DEFAULT_FLAGS, DETECTED_LINE, harness_command  # noqa: E402
-from fuzz.search.profiles import DEFAULT_PROFILE, PROFILES  # noqa: E402
+from fuzz.search.mixture import draw_scenario  # noqa: E402
+from fuzz.search.profiles import DEFAULT_PROFILE, PROFILE_NAMES, max_steps_of_profile  # noqa: E402
 from fuzz.search.settings import RunSettings  # noqa: E402
 
 READY, FOUND = "gdnfuzz-bench-ready", DETECTED_LINE
@@ -73,7 +74,6 @@ def random_worker(seed: int, candidate: str, reference: str, budget: float, fail
 
     ambient()  # the mutant answers from a sandbox child, as in the guided run's workers
     fail_on = FailOn(fail_on_name)
-    profile = PROFILES[profile_name]
 
     cand, ref = resolve_policy(candidate), resolve_policy(reference)
     rng = random.Random(seed)
@@ -81,7 +81,7 @@ def random_worker(seed: int, candidate: str, reference: str, budget: float, fail
     print(READY, file=sys.stderr, flush=True)
     start, execs = time.monotonic(), 0
     while time.monotonic() - start < budget:
-        scenario = random_scenario(rng, profile)
+        scenario = draw_scenario(rng, profile_name)
         execs += 1
         try:
             replayed = replay(scenario, cand, ref)
@@ -121,7 +121,7 @@ def main() -> None:
     ap.add_argument("--fail-on", default="correctness", choices=fail_on_choices())
     ap.add_argument("--harder", action="store_true", help="run the HARDER target set instead of --candidate")
     ap.add_argument("--deep", action="store_true", help="run the DEEP target set instead of --candidate")
-    ap.add_argument("--profile", default=DEFAULT_PROFILE, choices=sorted(PROFILES))
+    ap.add_argument("--profile", default=DEFAULT_PROFILE, choices=PROFILE_NAMES)
     ap.add_argument("--random-worker", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.random_worker is not None:
@@ -144,7 +144,7 @@ def compare(candidate: str, fail_on: str, args: argparse.Namespace) -> list[str]
     for seed in args.seeds:
         with tempfile.TemporaryDirectory() as tmp:
             env = RunSettings(candidate=candidate, reference=args.reference, fail_on=FailOn(fail_on),
-                              profile=args.profile, max_steps=PROFILES[args.profile].max_steps,
+                              profile=args.profile, max_steps=max_steps_of_profile(args.profile),
                               crashes=Path(tmp) / "crashes", minimize_seconds=0.0, write_regressions=False).child_env()
             os.makedirs(f"{tmp}/queue")
             guided = measure(harness_command([*DEFAULT_FLAGS, f"-seed={seed}",

@@ -1,4 +1,4 @@
-"""Workload profiles (issue 25): the default draws what the generator always drew; the deep profiles reach
+"""Workload profiles (issue 25): the prefill profile draws what the generator always drew; the deep profiles reach
 long decodes, preemption after decoding (more than once), resumed re-prefill of prompt plus outputs,
 continued conversations and aborts mid-decode, on vLLM's real scheduler, within their step bound."""
 
@@ -20,18 +20,18 @@ from fuzz.search.profiles import PROFILES
 from fuzz.tiers import executor_for
 
 DEEP = [name for name, profile in PROFILES.items() if profile.deep]
-# sha1 of the canonical JSON of the default profile's first 300 scenarios from seed 7, as the generator drew
+# sha1 of the canonical JSON of the prefill profile's first 300 scenarios from seed 7, as the generator drew
 # them before profiles existed: corpus seeds, benchmarks and bisect records depend on a seed's scenario. Since
 # issue 35 no step budget exceeds max_num_batched_tokens (vLLM caps every step there): 63 of these 300 draw
 # their max_num_batched_tokens up to their largest step budget, with the same random draws as before.
 DEFAULT_DRAWS = "fa51524fdd20a6844c52a170818c6189b8719d19"
 
 
-def test_the_default_profile_draws_what_the_generator_always_drew() -> None:
+def test_the_prefill_profile_draws_what_the_generator_always_drew() -> None:
     rng = random.Random(7)
     drawn = "".join(canonical_json(random_scenario(rng)) for _ in range(300))
     assert hashlib.sha1(drawn.encode()).hexdigest() == DEFAULT_DRAWS
-    assert deep_mutations(PROFILES["default"]) == {}
+    assert deep_mutations(PROFILES["prefill"]) == {}
 
 
 def resumed_after_decoding(result: RunResult, prompts: dict[str, int]) -> dict[str, int]:

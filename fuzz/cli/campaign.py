@@ -24,9 +24,10 @@ from fuzz.cli.options import (
     add_store_args,
     max_steps_of,
 )
-from fuzz.errors import InputError
+from fuzz.errors import FieldError, InputError
 from fuzz.model.policies import PolicyError, named_in_data, resolve_policy
 from fuzz.oracle.verdict import FailOn, exit_code_for
+from fuzz.search.profiles import PROFILE_NAMES, RENAMED
 from fuzz.search.settings import DEFAULT_MINIMIZE_SECONDS, RunSettings
 from fuzz.store.stats import default_stats_path
 
@@ -107,6 +108,10 @@ def _resumed(args: argparse.Namespace) -> tuple[argparse.Namespace, Any, list[An
         raise InputError(f"{record_path(crashes)}: the campaign has run its {budget:g}s; give --max-time S to "
                          "fuzz S seconds more")
     saved["fail_on"] = FailOn(saved["fail_on"])
+    saved["profile"] = RENAMED.get(saved["profile"], saved["profile"])  # what an older campaign ran, by today's name
+    if saved["profile"] not in PROFILE_NAMES:
+        raise FieldError("arguments.profile", f"{saved['profile']!r} is not a workload profile "
+                         f"({', '.join(PROFILE_NAMES)})", record_path(crashes))
     return argparse.Namespace(**saved, func=args.func, resume=True, defaults=args.defaults), record, rows
 
 

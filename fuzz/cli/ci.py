@@ -203,6 +203,7 @@ def _check(args: argparse.Namespace, paths: CiPaths, report: CiReport, files: li
         report.fuzz_seconds = progress.fuzzing_seconds()
         report.fuzz_execs = progress.totals().execs
         report.fuzz_startup = progress.startup()
+        report.fuzz_profiles = progress.profiles()
         report.worker_crashes = progress.worker_crashes
         if report.fuzz_seconds < args.fuzz_time - 1 and not progress.interrupted and time.time() >= clock.until:
             report.time_bound = (f"the time bound (--max-time {args.max_time:g}s) was reached after "

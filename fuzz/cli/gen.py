@@ -10,8 +10,7 @@ from typing import Any
 from fuzz.cli.options import add_profile_arg
 from fuzz.errors import ExitCode
 from fuzz.model.scenario import pretty_json
-from fuzz.search.generate import random_scenario
-from fuzz.search.profiles import PROFILES
+from fuzz.search.mixture import draw_scenario
 from fuzz.store.atomic import atomic_write
 
 
@@ -19,10 +18,9 @@ def cmd_gen(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
-    profile = PROFILES[args.profile]
     width = len(str(args.count - 1))
     for i in range(args.count):
-        atomic_write(out / f"gen-{args.seed}-{i:0{width}d}.json", pretty_json(random_scenario(rng, profile)))
+        atomic_write(out / f"gen-{args.seed}-{i:0{width}d}.json", pretty_json(draw_scenario(rng, args.profile)))
     print(f"wrote {args.count} scenarios to {out}")
     return ExitCode.CLEAN
 

@@ -11,7 +11,7 @@ from fuzz.model.checkout import BRANCH_PREFIX
 from fuzz.model.deadline import DEADLINE_ENV, DEFAULT_DEADLINE_S, check_deadline, set_deadline
 from fuzz.model.policies import BUILTINS, Policy, PolicyError, resolve_policy
 from fuzz.oracle.verdict import FailOn, default_fail_on, fail_on_choices, finding_classes
-from fuzz.search.profiles import DEFAULT_PROFILE, PROFILES
+from fuzz.search.profiles import DEFAULT_PROFILE, MIXED, PROFILE_NAMES, PROFILES, max_steps_of_profile
 from fuzz.search.settings import DEFAULT_CRASHES, default_crashes
 
 
@@ -96,8 +96,10 @@ def add_fail_on_arg(p: argparse.ArgumentParser) -> None:
 
 def add_profile_arg(p: argparse.ArgumentParser) -> None:
     shapes = "; ".join(f"{name} ({profile.doc})" for name, profile in PROFILES.items())
-    p.add_argument("--profile", choices=sorted(PROFILES), default=DEFAULT_PROFILE,
-                   help=f"the workload shape generation is weighted toward: {shapes} (default {DEFAULT_PROFILE})")
+    p.add_argument("--profile", choices=PROFILE_NAMES, default=DEFAULT_PROFILE,
+                   help=f"the workload shape generation is weighted toward: {MIXED} (every profile below, each "
+                        f"input drawn under one, in shares that follow what each finds per second); or one "
+                        f"alone: {shapes} (default {DEFAULT_PROFILE})")
 
 
 def add_search_args(p: argparse.ArgumentParser) -> None:
@@ -106,12 +108,12 @@ def add_search_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-steps", type=positive_int, default=None,
                    help="drop mutations whose requests, run one after another, take more scheduler steps "
                         "(the structural -max_len; default: the profile's, "
-                        + ", ".join(f"{n} {pr.max_steps}" for n, pr in PROFILES.items()) + ")")
+                        + ", ".join(f"{n} {max_steps_of_profile(n)}" for n in PROFILE_NAMES) + ")")
 
 
 def max_steps_of(args: argparse.Namespace) -> int:
     """``--max-steps``, else the profile's bound."""
-    return args.max_steps or PROFILES[args.profile].max_steps
+    return args.max_steps or max_steps_of_profile(args.profile)
 
 
 def add_deadline_arg(p: argparse.ArgumentParser) -> None:

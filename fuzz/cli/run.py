@@ -69,7 +69,7 @@ def run_record(progress: Progress, code: int, seed: int) -> dict[str, Any]:
     seed, when the first input started and the first verdict came, where start-up went, whether ^C ended
     it; every signature once, in order of first detection: when, how often, where it is stored (None if
     it is not) and whether minimized (``state``: ``minimized``, or ``unminimized``: stored as found);
-    the exit code and the worker crashes."""
+    the exit code and the worker crashes; under the mixture, each profile's figures (``profiles``)."""
     counts = Counter(sig for _, sig, _ in progress.findings)
     totals = progress.totals()
     elapsed = time.monotonic() - progress.started  # the whole run: start-up, fuzzing and storing what it found
@@ -83,7 +83,7 @@ def run_record(progress: Progress, code: int, seed: int) -> dict[str, Any]:
             "corpus": totals.corpus, "seed": seed, "first_input_s": progress.first_input,
             "first_verdict_s": progress.first_verdict, "startup": progress.startup(),
             "worker_crashes": progress.worker_crashes, "repeats": sum(counts.values()) - len(counts),
-            "signatures": signatures}
+            "signatures": signatures, "profiles": progress.profiles()}
 
 
 def _state(bundle: Path) -> str | None:
@@ -112,7 +112,18 @@ def run_summary(record: dict[str, Any]) -> str:
     for one in found:
         where = f"{one['state'] or 'stored'}  {one['stored']}" if one["stored"] else "not stored"
         lines.append(f"{one['first_seen_s']:8.1f}s  {one['signature']}  x{one['count']}  {where}")
+    lines.extend(profile_lines(record["profiles"]))
     return "\n".join(lines)
+
+
+def profile_lines(profiles: dict[str, dict[str, float]]) -> list[str]:
+    """The mixture's profiles, one line each: inputs made, their seconds, features and signatures found first,
+    share now (none under a pinned profile)."""
+    if not profiles:
+        return []
+    return ["profiles (mixed): inputs made, seconds, new features, new signatures, share now:"] + [
+        f"  {name:8} {int(f['execs']):>8,} {f['seconds']:>8.1f}s {int(f['features']):>7,} {int(f['findings']):>3} "
+        f"{f['share']:>6.0%}" for name, f in profiles.items()]
 
 
 def add_parser(sub: Any) -> None:

@@ -55,6 +55,7 @@ class CiReport:
     fuzz_seconds: float = 0.0  # fuzzed, from the first verdict (start-up done) to the stop
     fuzz_execs: int = 0
     fuzz_startup: str = ""  # where the fuzzing step's start-up went, in words
+    fuzz_profiles: dict[str, dict[str, float]] = field(default_factory=dict)  # the mixture's figures per profile
     worker_crashes: int = 0
     base: str | None = None  # the code-change form's base revision, in words (the reference is its code)
     error: str | None = None  # what stopped the run before anything was judged (exit 5), in one line
@@ -74,7 +75,10 @@ class CiReport:
         return (f"fuzzing: {self.fuzz_seconds:.0f}s of the {self.fuzz_asked:g}s asked, counted from the first verdict; "
                 f"{plural(self.fuzz_execs, 'input')}, {plural(sum(c.phase == 'fuzz' for c in self.cases), 'signature')}, "
                 f"{plural(self.worker_crashes, 'worker crash', 'worker crashes')}"
-                + (f"; start-up: {self.fuzz_startup}" if self.fuzz_startup else ""))
+                + (f"; start-up: {self.fuzz_startup}" if self.fuzz_startup else "")
+                + ("; inputs per profile: " + ", ".join(f"{name} {int(f['execs'])} ({f['seconds']:.0f}s)"
+                                                        for name, f in self.fuzz_profiles.items())
+                   if self.fuzz_profiles else ""))
 
     @property
     def problems(self) -> list[str]:

@@ -42,11 +42,13 @@ from fuzz.store.bundle import BundleError, load_verdict
 from fuzz.store.stats import (
     CAMPAIGN,
     CLUSTER,
+    PROFILE_PREFIX,
     STALE_SECONDS,
     TOTAL,
     StatsRow,
     actor_rows,
     latest_by_actor,
+    profile_rows,
     read_stats,
     totals_over_time,
 )
@@ -164,7 +166,8 @@ def actor_series(rows: Sequence[StatsRow], field: str) -> Series:
     start = min((r.time for r in rows), default=0.0)
     out: Series = {}
     for row in rows:
-        out.setdefault(row.actor, []).append((row.time - start, float(getattr(row, field))))
+        if not row.actor.startswith(PROFILE_PREFIX):
+            out.setdefault(row.actor, []).append((row.time - start, float(getattr(row, field))))
     return {a: pts for a, pts in sorted(out.items()) if any(y for _, y in pts)}
 
 
@@ -300,6 +303,20 @@ def _actor_table(latest: dict[str, StatsRow], now: float) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _profile_section(profiles: dict[str, StatsRow]) -> list[str]:
+    """Under the mixture: what each workload profile ran and found, over every fuzzer."""
+    if not profiles:
+        return []
+    head = "".join(f"<th>{h}</th>" for h in ("profile", "home of", "inputs", "seconds", "new features",
+                                             "new signatures", "share now"))
+    body = "".join(
+        f"<tr><td>{html.escape(name)}</td><td>{html.escape(row.homes or '-')}</td>"
+        + "".join(f'<td class="num">{c}</td>' for c in (f"{row.execs:,}", f"{row.seconds:,.1f}", f"{row.coverage:,}",
+                                                          f"{row.findings:,}", f"{row.share:.0%}"))
+        + "</tr>" for name, row in sorted(profiles.items()))
+    return ["<h2>Workload profiles</h2>", f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"]
+
+
 def run_facts(rows: Sequence[StatsRow], latest: dict[str, StatsRow], now: float) -> list[tuple[str, str]]:
     """How long the campaign ran and how fast: "running for" and the current exec/s only while its driver
     is reporting; once it ended (or went silent) how long it ran, when it stopped and its average exec/s."""
@@ -402,6 +419,7 @@ def render_dashboard(rows: Sequence[StatsRow], crashes: list[CrashRow], page_dir
             *plots,
             "<h2>Actors</h2>",
             _actor_table(actor_rows(latest), now),
+            *_profile_section(profile_rows(latest)),
             "<h2>Crash signatures</h2>",
             _crash_table(crashes, page_dir),
             *(compare_section(compare) if compare else []),

@@ -11,7 +11,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fuzz.plural import plural
-from fuzz.store.stats import CAMPAIGN, CLUSTER, STALE_SECONDS, TOTAL, StatsRow, actor_rows, totals
+from fuzz.store.stats import (
+    CAMPAIGN,
+    CLUSTER,
+    STALE_SECONDS,
+    TOTAL,
+    StatsRow,
+    actor_rows,
+    profile_rows,
+    profile_sentence,
+    totals,
+)
 
 COLUMNS = (
     ("actor", "<"),
@@ -83,7 +93,8 @@ def cluster_line(latest: dict[str, StatsRow]) -> str | None:
 @dataclass(frozen=True)
 class StatusCells:
     """What the status table shows: its columns (name, alignment), a row of cells per actor sorted by name, the
-    totals' row, and the campaign's and the cluster's lines where the file has them."""
+    totals' row, and the campaign's and the cluster's lines where the file has them, then one line per workload
+    profile under the mixture."""
 
     columns: tuple[tuple[str, str], ...]
     actors: list[list[str]]
@@ -99,7 +110,8 @@ def status_cells(latest: dict[str, StatsRow], now: float) -> StatusCells:
         COLUMNS + LIVENESS_COLUMNS if liveness else COLUMNS,
         [_cells(actors[a], now, liveness) for a in sorted(actors)],
         _cells(totals(actors.values()), now, liveness),
-        [text for text in (campaign_line(latest, now), cluster_line(latest)) if text],
+        [text for text in (campaign_line(latest, now), cluster_line(latest)) if text]
+        + [profile_sentence(name, row) for name, row in sorted(profile_rows(latest).items())],
     )
 
 

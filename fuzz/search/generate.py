@@ -31,11 +31,11 @@ from fuzz.model.scenario import (
     prompt_lengths,
     required_kv_blocks,
 )
-from fuzz.search.profiles import DEFAULT_PROFILE, PROFILES, Profile
+from fuzz.search.profiles import PREFILL, Profile
 
 
 def random_requests(c: Choices, engine: EngineKnobs, segments: dict[str, int],
-                    profile: Profile = PROFILES[DEFAULT_PROFILE]) -> tuple[Request, ...]:
+                    profile: Profile = PREFILL) -> tuple[Request, ...]:
     requests: list[Request] = []
     names = list(segments)
     for i in range(c.randint(1, profile.most_requests)):
@@ -84,7 +84,7 @@ def _redraw(c: Choices, phase: str, scenario: Scenario) -> Scenario:
     return replace(scenario, engine=EngineKnobs(**draw_knobs(c, phase, vars(scenario.engine), facts(scenario))))
 
 
-def random_scenario(c: Choices, profile: Profile = PROFILES[DEFAULT_PROFILE]) -> Scenario:
+def random_scenario(c: Choices, profile: Profile = PREFILL) -> Scenario:
     engine = EngineKnobs(**draw_knobs(c, "engine", {}))
     segments = {f"s{j}": near_multiple(c, engine.mamba_block_size) for j in range(c.randint(1, 3))}
     requests = random_requests(c, engine, segments, profile)

@@ -17,7 +17,8 @@ the campaign's crash store to pick up.
 Settings come from the parent (``gdnfuzz run``, ``gdnfuzz ci``, the campaign, a merge) as one
 ``fuzz.search.settings.RunSettings`` in the environment: the policies, which finding classes are
 saved (``fail_on``), this worker's raw bundle directory (``crashes``), the committed corpus dirs (from
-``corpus``), the target, the workload profile mutations lean toward, and the bound on a mutation's cost (``max_steps``,
+``corpus``), the target, the workload profile mutations lean toward (``mixed``: every profile, in shares
+``fuzz.search.mixture`` adapts to what each finds), and the bound on a mutation's cost (``max_steps``,
 ``fuzz.search.mutate.serial_steps``).
 """
 
@@ -53,11 +54,13 @@ from fuzz.search.libfuzzer import (
     EXECS_LINE,
     FINDING_LINE,
     FIRST_INPUT_LINE,
+    PROFILES_LINE,
     STARTING_LINE,
     UNUSABLE_LINE,
 )
+from fuzz.search.mixture import Mixture, Novelty
 from fuzz.search.mutate import crossover, decode, mutate
-from fuzz.search.profiles import Profile, profile_named
+from fuzz.search.profiles import MIXED, PROFILES, Profile
 from fuzz.search.repeats import Repeats, cheap_key
 from fuzz.search.settings import RunSettings
 from fuzz.tiers import KERNEL_CONFORMANCE_TARGET, executor_for, load
@@ -233,20 +236,49 @@ def fuzz_split(argv: list[str], settings: RunSettings, probes: Probes) -> None:
     target = FuzzTarget(settings)
     settle_heap()
     starting("loading the corpus")
-    profile = profile_named(settings.profile)
-    atheris.Setup(argv, probes.counted(target.test_one_input),
-                  custom_mutator=functools.partial(mutate, max_steps=settings.max_steps, profile=profile),
-                  **crossover_hook(profile, settings.max_steps))
+    if settings.profile == MIXED:
+        mixture = Mixture(settings.home, settings.max_steps)
+        atheris.Setup(argv, observed(probes, target, mixture), custom_mutator=mixture.mutate,
+                      custom_crossover=mixture.crossover)
+    else:
+        profile = PROFILES[settings.profile]
+        atheris.Setup(argv, probes.counted(target.test_one_input),
+                      custom_mutator=functools.partial(mutate, max_steps=settings.max_steps, profile=profile),
+                      **crossover_hook(profile, settings.max_steps))
     atheris.Fuzz()
 
 
+def observed(probes: Probes, target: FuzzTarget, mixture: Mixture) -> Callable[[bytes], None]:
+    """``test_one_input`` with its coverage counted, and each input's seconds, new features and new
+    signatures credited to the profile that made it; the profiles' figures printed about once a second
+    (:data:`PROFILES_LINE`)."""
+    counted = probes.counted(target.test_one_input)
+    novelty = Novelty(probes.size)
+    said = -math.inf
+
+    def one_input(data: bytes) -> None:
+        nonlocal said
+        known = len(target.hits)
+        started = time.perf_counter()
+        counted(data)
+        mixture.observe(data, time.perf_counter() - started, novelty.new_features(probes.counts),
+                        len(target.hits) - known)
+        now = time.monotonic()
+        if now - said >= EXECS_EVERY_S:
+            said = now
+            print(f"{PROFILES_LINE} {mixture.line()}", file=sys.stderr, flush=True)
+
+    return one_input
+
+
 def crossover_hook(profile: Profile, max_steps: int) -> dict[str, Callable[..., bytes]]:
-    """libFuzzer's crossover hook, under the default profile only. With a custom crossover, libFuzzer
-    alternates it with the custom mutator; under a deep profile each crossover appends a second long
-    conversation (doubling the input's steps) and carries none of the profile's deep mutations, and
-    mutation alone reaches the deep states far more often (the resumed re-prefill mutant of
-    ``bench/time_to_find.py --deep``, chat profile, two 120 s runs each: the candidate's findings came in
-    25 of 1,806 executions without crossover, in 1 of 1,667 with it)."""
+    """libFuzzer's crossover hook, under the prefill profile only (the mixture's crosses prefill-sized
+    parents only: ``Mixture.crossover``). With a custom crossover, libFuzzer alternates it with the
+    custom mutator; under a deep profile each crossover appends a second long conversation (doubling the
+    input's steps) and carries none of the profile's deep mutations, and mutation alone reaches the deep
+    states far more often (the resumed re-prefill mutant of ``bench/time_to_find.py --deep``, chat
+    profile, two 120 s runs each: the candidate's findings came in 25 of 1,806 executions without
+    crossover, in 1 of 1,667 with it)."""
     if profile.deep:
         return {}
     return {"custom_crossover": functools.partial(crossover, max_steps=max_steps)}

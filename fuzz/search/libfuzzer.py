@@ -7,6 +7,7 @@ status lines are parsed here only, so the printer and every reader agree.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -22,6 +23,7 @@ DETECTED_LINE = "gdnfuzz-detected"  # printed when a divergence is seen, before 
 FINDING_LINE = "gdnfuzz-finding"  # printed once the finding is saved
 FIRST_INPUT_LINE = "gdnfuzz-first-input"  # printed when the harness starts its first input
 EXECS_LINE = "gdnfuzz-execs"  # "gdnfuzz-execs N": inputs judged so far, after the first and then about once a second
+PROFILES_LINE = "gdnfuzz-profiles"  # "gdnfuzz-profiles JSON": under the mixture, each profile's figures so far
 STARTING_LINE = "gdnfuzz-starting"  # "gdnfuzz-starting WHAT": the harness's start-up phase, before its first input
 DONE_PREFIX = "Done "  # libFuzzer's last line when its run count or time is reached ("Done 1000 runs in 9 second(s)")
 UNUSABLE_LINE = "gdnfuzz-unusable"  # "gdnfuzz-unusable REASON": a run's bad input (a checkout unfit for the installed vLLM)
@@ -33,6 +35,22 @@ FINAL_STAT = re.compile(r"stat::(\w+):\s+(\d+)")
 # the entropic schedule weighs inputs by how fast they run (libFuzzer's own option: up to 30x more
 # mutations for the fastest; the price is that a seed no longer fixes the input sequence).
 DEFAULT_FLAGS = (f"-max_len={MAX_INPUT_BYTES}", "-print_final_stats=1", "-entropic_scale_per_exec_time=1")
+
+
+def sum_profiles(figures: list[dict[str, dict[str, float]]],
+                 shares_of: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Workers' :data:`PROFILES_LINE` figures summed per profile; ``share`` the mean over ``shares_of``."""
+    total: dict[str, dict[str, float]] = {}
+    for one in figures:
+        for name, f in one.items():
+            row = total.setdefault(name, {"execs": 0, "seconds": 0.0, "features": 0, "findings": 0, "share": 0.0})
+            for key in ("execs", "seconds", "features", "findings"):
+                row[key] += f[key]
+    for name, row in total.items():
+        shares = [one[name]["share"] for one in shares_of if name in one]
+        row["seconds"] = round(row["seconds"], 1)
+        row["share"] = round(sum(shares) / len(shares), 3) if shares else 0.0
+    return total
 
 
 def harness_command(args: list[str]) -> list[str]:
@@ -66,6 +84,7 @@ class WorkerStats:
     corpus: int = 0
     exec_per_s: int = 0
     first_cov: int | None = None
+    profiles: dict[str, dict[str, float]] = field(default_factory=dict)  # under the mixture (:data:`PROFILES_LINE`)
 
 
 @dataclass(frozen=True)
@@ -124,6 +143,8 @@ class Progress:
                 self.saved[sig] = (now, bundle)
             elif line.startswith(REDUCER_READY_LINE):
                 self.reducer_ready = True
+            elif line.startswith(PROFILES_LINE):
+                self.workers.setdefault(worker, WorkerStats()).profiles = json.loads(line.split(maxsplit=1)[1])
             elif line.startswith(EXECS_LINE):
                 self.first_verdict = now if self.first_verdict is None else self.first_verdict
                 s = self.workers.setdefault(worker, WorkerStats())
@@ -201,6 +222,7 @@ class Progress:
                 r = self.retired
                 r.execs += gone.execs
                 r.cov, r.ft, r.corpus = max(r.cov, gone.cov), max(r.ft, gone.ft), max(r.corpus, gone.corpus)
+                r.profiles = sum_profiles([r.profiles, gone.profiles], shares_of=[gone.profiles])
 
     def totals(self) -> Totals:
         """The run's figures so far: executions summed over its workers, ended ones included; coverage,
@@ -211,6 +233,14 @@ class Progress:
             fuzzing = None if self.first_verdict is None else time.monotonic() - self.started - self.first_verdict
             return Totals(execs, execs / fuzzing if fuzzing else 0.0, max(w.cov for w in ws), max(w.ft for w in ws),
                           max(w.corpus for w in ws))
+
+    def profiles(self) -> dict[str, dict[str, float]]:
+        """Under the mixture: per profile, the inputs it made, their seconds, the features and signatures they
+        found first (summed over the workers, ended ones included) and its share now (the running workers'
+        mean; once none runs, the last one's to end); empty under a pinned profile."""
+        with self.lock:
+            live = [w.profiles for w in self.workers.values() if w.profiles]
+            return sum_profiles([self.retired.profiles, *live], shares_of=live or [self.retired.profiles])
 
     def status(self) -> str:
         """The status line without its time: the start-up phase until the first input, the first input while

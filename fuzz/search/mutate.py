@@ -41,15 +41,14 @@ from fuzz.model.scenario import (
     required_kv_blocks,
 )
 from fuzz.search.generate import external_tokens, facts, random_scenario, serial_steps, under_decode_pressure
-from fuzz.search.profiles import DEFAULT_PROFILE, PROFILES, Profile
+from fuzz.search.profiles import PREFILL, Profile
 
 Mutation = Callable[[Scenario, random.Random], Scenario]
 Outputs = Callable[[random.Random], int]  # how a mutation draws a request's output length
 MUTATIONS: dict[str, Mutation] = {}
 RAW_MUTATION_RATE = 0.1  # share of mutations left to libFuzzer's byte-level mutator
-MAX_STEPS = PROFILES[DEFAULT_PROFILE].max_steps  # default bound on a mutation's ``serial_steps`` (``--max-steps``)
+MAX_STEPS = PREFILL.max_steps  # the prefill profile's bound on a mutation's ``serial_steps`` (``--max-steps``)
 DEEP_SHARE = 0.35  # under a deep profile: share of mutations that are the profile's own
-DEFAULT = PROFILES[DEFAULT_PROFILE]
 
 
 def mutation(fn: Mutation) -> Mutation:
@@ -286,7 +285,7 @@ def mutation_pools(profile: Profile) -> tuple[Pool, Pool]:
     return tuple(everything[n] for n in sorted(everything)), tuple(own[n] for n in sorted(own))
 
 
-def mutate_scenario(s: Scenario, rng: random.Random, max_steps: int = MAX_STEPS, profile: Profile = DEFAULT) -> Scenario:
+def mutate_scenario(s: Scenario, rng: random.Random, max_steps: int = MAX_STEPS, profile: Profile = PREFILL) -> Scenario:
     everything, own = mutation_pools(profile)
     for _ in range(rng.randint(1, 3)):
         pool = own if own and rng.random() < DEEP_SHARE else everything
@@ -296,7 +295,7 @@ def mutate_scenario(s: Scenario, rng: random.Random, max_steps: int = MAX_STEPS,
     return s
 
 
-def mutate(data: bytes, max_size: int, seed: int, max_steps: int = MAX_STEPS, profile: Profile = DEFAULT) -> bytes:
+def mutate(data: bytes, max_size: int, seed: int, max_steps: int = MAX_STEPS, profile: Profile = PREFILL) -> bytes:
     """atheris custom_mutator: structural most of the time, libFuzzer's own bytes otherwise."""
     rng = random.Random(seed)
     roll = rng.random()

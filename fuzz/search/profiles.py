@@ -1,7 +1,12 @@
 """Workload profiles: what ``gdnfuzz gen``, ``run`` and the campaign weight generation and mutation toward.
 
-``default`` is the generator as it always was: a few requests of 1-8 output tokens, biased toward the
-align-mode split's prefill branches (every seed gives the scenario it gave before profiles existed).
+``mixed``, the default, is every profile below at once: each mutation or fresh scenario is drawn under
+one of them, in shares that follow what each has recently found (``fuzz.search.mixture``). A profile
+named with ``--profile`` pins it alone.
+
+``prefill`` is the generator as it always was (named ``default`` before the mixture was): a few requests
+of 1-8 output tokens, biased toward the align-mode split's prefill branches (every seed gives the
+scenario it gave before profiles existed; a stored input's bytes decode through it).
 The others reach the deep states of serving: long generations, decode-time KV pressure that preempts
 requests after they have decoded (and again), the resumed re-prefill of prompt plus outputs, follow-ups
 that continue a conversation after its outputs, and aborts in the middle of decoding.
@@ -19,9 +24,9 @@ Output lengths follow a log-normal (many short answers, a long tail), clipped to
   cap 1536), a KV pool always tight. A shape stated here, not fit to a dataset.
 
 Invariants: a profile changes which scenarios are drawn, never what is valid (every draw goes through
-``Scenario`` validation, as the default's do); each deep profile's ``max_steps`` bounds its mutations'
+``Scenario`` validation, as the prefill profile's do); each deep profile's ``max_steps`` bounds its mutations'
 ``serial_steps`` (a decode step costs about 0.1-0.2 ms in the sim, measured by
-``bench/sim_throughput.py --profile``), and the default profile's is ``gdnfuzz run``'s historical 256.
+``bench/sim_throughput.py --profile``), and the prefill profile's is ``gdnfuzz run``'s historical 256.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ class OutputLengths:
 
 @dataclass(frozen=True)
 class Profile:
-    """How one workload shape weights generation; ``outputs`` None: the default 1-8 tokens."""
+    """How one workload shape weights generation; ``outputs`` None: the prefill profile's 1-8 tokens."""
 
     name: str
     doc: str
@@ -78,7 +83,7 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
-    Profile("default", "the prefill-centred mix: a few requests of 1-8 output tokens"),
+    Profile("prefill", "the prefill-centred mix: a few requests of 1-8 output tokens"),
     Profile("chat", "chat serving: long-tailed answers, multi-turn follow-ups, preemption after decode",
             OutputLengths(120, 1.2, 2048), most_requests=5, continue_rate=0.35, abort_rate=0.1,
             pressure_rate=0.5, max_steps=4096, fresh_rate=0.25),
@@ -89,9 +94,19 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             OutputLengths(200, 0.8, 1536), most_requests=8, continue_rate=0.05, abort_rate=0.05,
             pressure_rate=1.0, together=True, max_steps=4096, fresh_rate=0.25),
 )}
-DEFAULT_PROFILE = "default"
+PREFILL = PROFILES["prefill"]  # the generator a stored input's bytes decode through, whatever the profile
+MIXED = "mixed"  # every profile, in adaptive shares (``fuzz.search.mixture``)
+DEFAULT_PROFILE = MIXED
+PROFILE_NAMES = (MIXED, *PROFILES)  # what ``--profile`` takes
+RENAMED = {"default": "prefill"}  # names a campaign record written before the mixture may hold
 
 
-def profile_named(name: str) -> Profile:
-    """The profile called ``name`` (KeyError otherwise; the CLI offers only these names)."""
-    return PROFILES[name]
+def max_steps_of_profile(name: str) -> int:
+    """The bound on a mutation's serial steps under ``name``: the mixture's is the largest of its profiles'."""
+    return max(p.max_steps for p in PROFILES.values()) if name == MIXED else PROFILES[name].max_steps
+
+
+def home_of(index: int, workers: int) -> str | None:
+    """The profile worker ``index`` of ``workers`` starts leaning toward: the profiles in turn, so that
+    several workers begin spread over them; a lone worker leans toward none."""
+    return list(PROFILES)[index % len(PROFILES)] if workers > 1 else None

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.oracle.verdict import FailOn, default_fail_on
-from fuzz.search.mutate import MAX_STEPS
-from fuzz.search.profiles import DEFAULT_PROFILE
+from fuzz.search.profiles import DEFAULT_PROFILE, max_steps_of_profile
 
 ENV = "GDNFUZZ_RUN"
 TARGETS = ("split", "kernels")  # the differential split target; the GDN kernels' own conformance
@@ -59,8 +58,9 @@ class RunSettings:
     runs: int = 0  # inputs per worker; 0: no limit
     seed: int = 1  # worker i uses libFuzzer -seed=seed+i
     jobs: int = 1
-    max_steps: int = MAX_STEPS  # mutations whose requests take more scheduler steps are dropped
+    max_steps: int = max_steps_of_profile(DEFAULT_PROFILE)  # mutations whose requests take more scheduler steps are dropped
     profile: str = DEFAULT_PROFILE  # the workload shape generation and mutation lean toward
+    home: str | None = None  # under the mixture: the profile this worker starts leaning toward (one of several workers)
     minimize_seconds: float = DEFAULT_MINIMIZE_SECONDS
     libfuzzer: tuple[str, ...] = ()
     deadline: float | None = None

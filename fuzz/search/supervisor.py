@@ -56,6 +56,7 @@ from fuzz.search.libfuzzer import (
     ended_normally,
     harness_command,
 )
+from fuzz.search.profiles import home_of
 from fuzz.search.settings import RunSettings
 from fuzz.search.warm import WarmWorker, fork_worker
 from fuzz.store.atomic import sweep_leftovers
@@ -337,7 +338,7 @@ def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.st
         if settings.runs:
             flags.append(f"-runs={settings.runs}")
         args = [*flags, *settings.libfuzzer, *dirs]
-        env = settings.for_worker(worker_dirs.claim(i)).child_env()
+        env = replace(settings.for_worker(worker_dirs.claim(i)), home=home_of(i, settings.jobs)).child_env()
         proc = fork_worker([HARNESS_MODULE, *args], env, os.getcwd()) if settings.target == "split" and not cold \
             else None
         if proc is None:  # no warm server (``gdnfuzz warm``), or it refused: a cold start

@@ -26,6 +26,11 @@ Invariants kept here:
   saying so with ``exec_per_s`` 0, so no table shows a lost actor alive with its
   last rate. Two rows are not actors: ``campaign`` (``state`` running, ended or
   head-lost) and ``cluster`` (the nodes and CPUs alive and lost since the start).
+- Rows named ``profile:<name>`` are not actors either: under the mixture (``fuzz.search.mixture``), a
+  workload profile's figures summed over the fuzzers (``execs``: inputs it made; ``seconds``: their run
+  time; ``coverage``: features they reached first; ``findings``: signatures they found first; ``share``:
+  its share of draws now, the fuzzers' mean; ``homes``: the fuzzers that started leaning toward it).
+  They are in no total and no per-actor series.
   Rows without ``state`` (files written before it existed) read as they did.
 """
 
@@ -53,6 +58,7 @@ SUMMED = ("execs", "exec_per_s", "findings", "verifier_queue", "restarts")
 SHARED = ("coverage", "corpus_size", "nodes", "nodes_lost", "cpus", "cpus_lost")
 TOTAL = "total"
 CAMPAIGN, CLUSTER = "campaign", "cluster"  # the rows that are not actors
+PROFILE_PREFIX = "profile:"  # neither are these: a workload profile's figures under the mixture
 ACTOR_STATES = ("starting", "alive", "restarting", "unreachable", "dead", "stopped")
 CAMPAIGN_STATES = ("running", "ended", "head-lost")
 STALE_SECONDS = 60.0  # a running campaign whose last row is older than this has stopped reporting
@@ -105,6 +111,9 @@ class StatsRow:
     nodes_lost: Count = 0
     cpus: Rate = 0.0  # the cluster row: CPUs alive, and lost with the nodes that died
     cpus_lost: Rate = 0.0
+    seconds: Rate = 0.0  # a profile row: the run time of the inputs its profile made
+    share: Rate = 0.0  # a profile row: its share of draws now
+    homes: Text = ""  # a profile row: the fuzzers that started leaning toward it, comma-separated
 
     @classmethod
     def now(cls, actor: str, **counters: Any) -> StatsRow:
@@ -220,14 +229,28 @@ def totals_over_time(rows: Iterable[StatsRow]) -> list[StatsRow]:
     latest: dict[str, StatsRow] = {}
     series: list[StatsRow] = []
     for row in sorted(rows, key=lambda r: r.time):
+        if row.actor.startswith(PROFILE_PREFIX):
+            continue
         latest[row.actor] = row
         series.append(replace(totals(latest.values()), time=row.time))
     return series
 
 
 def actor_rows(latest: dict[str, StatsRow]) -> dict[str, StatsRow]:
-    """The rows of actors, without the campaign and cluster rows."""
-    return {a: r for a, r in latest.items() if a not in (CAMPAIGN, CLUSTER)}
+    """The rows of actors, without the campaign, cluster and profile rows."""
+    return {a: r for a, r in latest.items() if a not in (CAMPAIGN, CLUSTER) and not a.startswith(PROFILE_PREFIX)}
+
+
+def profile_rows(latest: dict[str, StatsRow]) -> dict[str, StatsRow]:
+    """The workload profiles' rows, by profile name (none where the campaign pinned one profile)."""
+    return {a.removeprefix(PROFILE_PREFIX): r for a, r in latest.items() if a.startswith(PROFILE_PREFIX)}
+
+
+def profile_sentence(name: str, row: StatsRow) -> str:
+    """One profile's figures in words (``gdnfuzz status`` and the dashboard)."""
+    homes = f" (home of {row.homes})" if row.homes else ""
+    return (f"profile {name}{homes}: {row.execs:,} inputs in {row.seconds:,.1f}s, {row.coverage:,} new features, "
+            f"{row.findings:,} new signatures, share now {row.share:.0%}")
 
 
 def default_stats_path() -> str:

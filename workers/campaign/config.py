@@ -27,7 +27,7 @@ settings and the start of each of its runs, for ``gdnfuzz campaign --resume``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fuzz.search.settings import RunSettings
@@ -80,7 +80,8 @@ class CampaignConfig:
     def read_only_dirs(self) -> list[Path]:
         return list(self.run.committed)
 
-    def harness_env(self, crashes: Path) -> dict[str, str]:
+    def harness_env(self, crashes: Path, home: str | None = None) -> dict[str, str]:
         """A harness's environment in campaign mode: the run's settings with raw bundles going to ``crashes``
-        (the crash store minimizes them and writes the regressions)."""
-        return self.run.for_worker(crashes).child_env()
+        (the crash store minimizes them and writes the regressions), leaning first toward ``home`` under the
+        mixture (``fuzz.search.profiles.home_of``)."""
+        return replace(self.run.for_worker(crashes), home=home).child_env()

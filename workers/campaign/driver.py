@@ -56,9 +56,11 @@ from typing import IO, Any
 
 from fuzz.errors import StorageError, ToolError
 from fuzz.plural import plural
+from fuzz.search.libfuzzer import sum_profiles
+from fuzz.search.profiles import MIXED, home_of
 from fuzz.store.atomic import sweep_leftovers
 from fuzz.store.corpus_merge import list_inputs
-from fuzz.store.stats import CAMPAIGN, CLUSTER, StatsRow
+from fuzz.store.stats import CAMPAIGN, CLUSTER, PROFILE_PREFIX, StatsRow
 from workers.campaign.config import CampaignConfig
 from workers.campaign.crash_store import CrashStoreActor, raw_signatures, store_unminimized
 from workers.campaign.fuzzer import FuzzerActor
@@ -210,7 +212,8 @@ class Campaign:
         for i, name in enumerate(self.fuzzer_watch.views):
             self.fuzzers[name] = remote(FuzzerActor).options(num_cpus=share, max_concurrency=2,
                                                              scheduling_strategy="SPREAD").remote(
-                name, self.config.run.seed + i, self.config, store, self.deadline)
+                name, self.config.run.seed + i, self.config, store, self.deadline,
+                home_of(i, self.config.fuzzers) if self.config.run.profile == MIXED else None)
         verifier_resources = {"num_gpus": self.config.gpus_per_verifier} if gpus else {}
         for name in self.verifier_watch.views:
             self.verifiers[name] = remote(VerifierActor).options(num_cpus=share, max_concurrency=2,
@@ -300,9 +303,20 @@ class Campaign:
                              restarts=store.restarts))
         c = self._capacity
         rows.append(StatsRow(now, CLUSTER, nodes=c.nodes, nodes_lost=c.nodes_lost, cpus=c.cpus, cpus_lost=c.cpus_lost))
+        rows += self._profile_rows(now)
         rows.append(StatsRow(now, CAMPAIGN, state=campaign_state))
         if self.stats is not None:
             self.stats.write(rows)
+
+    def _profile_rows(self, now: float) -> list[StatsRow]:
+        """Under the mixture: each workload profile's figures summed over the fuzzers (``fuzz.store.stats``)."""
+        views = list(self.fuzzer_watch.views.values())
+        figures = [v.stats.get("profiles") or {} for v in views]
+        total = sum_profiles(figures, shares_of=[f for f in figures if f])
+        homes = {name: ", ".join(v.name for v in views if v.stats.get("home") == name) for name in total}
+        return [StatsRow(now, PROFILE_PREFIX + name, execs=int(f["execs"]), seconds=float(f["seconds"]),
+                         coverage=int(f["features"]), findings=int(f["findings"]), share=float(f["share"]),
+                         homes=homes[name]) for name, f in total.items()]
 
     def progress_line(self) -> str:
         cs = self._store

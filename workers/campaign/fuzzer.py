@@ -21,7 +21,15 @@ from typing import Any
 
 from fuzz.model.deadline import STUCK_EXIT
 from fuzz.search.in_flight import died_on
-from fuzz.search.libfuzzer import DEFAULT_FLAGS, FINDING_LINE, Progress, ended_normally, final_stats, harness_command
+from fuzz.search.libfuzzer import (
+    DEFAULT_FLAGS,
+    FINDING_LINE,
+    Progress,
+    ended_normally,
+    final_stats,
+    harness_command,
+    sum_profiles,
+)
 from fuzz.store.atomic import atomic_write
 from fuzz.store.corpus_merge import remove_torn_inputs
 from fuzz.store.writable import first_fault
@@ -83,8 +91,9 @@ class FuzzerActor:
     whose report did not get through stays where it is and is reported again).
     """
 
-    def __init__(self, name: str, seed: int, config: CampaignConfig, crash_store: str, deadline: float):
-        self.name, self.seed, self.config, self.deadline = name, seed, config, deadline
+    def __init__(self, name: str, seed: int, config: CampaignConfig, crash_store: str, deadline: float,
+                 home: str | None = None):
+        self.name, self.seed, self.config, self.deadline, self.home = name, seed, config, deadline, home
         self.store_name, self._store = crash_store, None
         self.progress = Progress()
         self.runs = 0
@@ -162,7 +171,7 @@ class FuzzerActor:
 
     def _run_once(self) -> tuple[int, list[str]]:
         args = harness_args(self.config, self.name, self.seed + 1000 * self.runs, self.deadline)
-        proc = self.proc = start_harness(args, self.config.harness_env(self.config.raw / self.name))
+        proc = self.proc = start_harness(args, self.config.harness_env(self.config.raw / self.name, self.home))
         log: list[str] = []
         assert proc.stderr is not None
         for line in proc.stderr:
@@ -213,7 +222,9 @@ class FuzzerActor:
                 "coverage": max((w.cov for w in runs.values()), default=0),
                 "corpus": current.corpus if current else 0, "findings": findings,
                 "restarts": self.runs - self.pauses, "running": running, "done": not self._thread.is_alive(),
-                "final": dict(self.final), "storage": self.storage, "error": self.error}
+                "final": dict(self.final), "storage": self.storage, "error": self.error, "home": self.home,
+                "profiles": sum_profiles([w.profiles for w in runs.values()],
+                                         shares_of=[current.profiles] if current else [])}
 
     def stop(self, timeout: float = 5) -> None:
         """Stop the harness (SIGTERM: libFuzzer prints its final stats; SIGKILL after ``timeout``) and the threads."""

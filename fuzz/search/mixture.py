@@ -1,0 +1,183 @@
+"""The ``mixed`` profile: every workload profile in one input stream, in shares that follow what each finds.
+
+Each mutation (and each fresh scenario) is drawn under one profile (``fuzz.search.profiles``). Each
+profile has a share of the fuzzing *time*: its recent yield per second (the coverage features,
+libFuzzer's: a basic block of vLLM's scheduling code with its hit count in one of eight buckets,
+first reached by the inputs it made, plus :data:`FINDING_WORTH` for each new signature, over the
+seconds those inputs took to run; both decayed by :data:`DECAY` per input, so that a profile whose
+states are exhausted loses share), with every profile keeping at least ``FLOOR / len(profiles)`` (a
+deep state may need many inputs before its first new feature; AFL++'s schedules keep a minimum for
+the same reason). A profile is drawn with its share over its inputs' mean run time, so that it gets
+its share of the seconds: a deep profile's inputs run 10-100 times longer than the prefill profile's,
+and even shares give the cheap prefill inputs most draws (the shallow bugs are found about as fast as
+under the prefill profile alone) while the deep profiles get most of the time. A worker given a ``home`` profile (one
+of several workers of a run or a campaign) starts with that profile's prior yield :data:`HOME_BIAS`
+times the others', so that workers begin spread over the profiles and converge only on evidence.
+
+Invariants: a profile choice changes which mutation or scenario is drawn, never what is valid (every
+draw is a profile's own, through ``Scenario`` validation); the credit for an input goes to the profile
+that made it, matched by the input's bytes (libFuzzer runs each mutation right after making it); the
+bytes of a stored input decode the same whatever the shares (``fuzz.search.mutate.decode``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fuzz.model.scenario import Scenario
+from fuzz.search.generate import random_scenario, serial_steps
+from fuzz.search.mutate import crossover, decode, mutate
+from fuzz.search.profiles import MIXED, PREFILL, PROFILES, Profile
+
+FLOOR = 0.4  # the share of draws spread evenly over the profiles whatever their yield
+DECAY = 0.9995  # per input judged: a yield half-lives in about 1,400 inputs
+FINDING_WORTH = 50.0  # a new signature counts as this many new features
+PRIOR_FEATURES = 1.0  # every profile's yield starts as this many features...
+PRIOR_SECONDS = 0.05  # ...over this many seconds, of one input
+HOME_BIAS = 4.0
+REMEMBERED = 16  # mutations whose bytes are kept for credit (libFuzzer runs each right after making it)
+
+BUCKET_TOPS = (1, 2, 3, 7, 15, 31, 127, 255)  # libFuzzer's hit-count buckets: 1, 2, 3, 4-7, ..., 128+
+
+
+def _bucket_bit(count: int) -> int:
+    return 0 if count == 0 else 1 << next(i for i, top in enumerate(BUCKET_TOPS) if count <= top)
+
+
+_BUCKET_BIT = np.array([_bucket_bit(c) for c in range(256)], dtype=np.uint8)
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+
+
+def draw_scenario(rng: random.Random, profile: str) -> Scenario:
+    """A fresh scenario under ``profile``; under ``mixed``, under one of the profiles drawn evenly (the
+    mixture's shares before it has seen anything)."""
+    chosen = rng.choice(list(PROFILES.values())) if profile == MIXED else PROFILES[profile]
+    return random_scenario(rng, chosen)
+
+
+class Novelty:
+    """The coverage features an input reached first: (block, hit-count bucket) pairs never seen before."""
+
+    def __init__(self, size: int):
+        self.seen = np.zeros(size, dtype=np.uint8)
+
+    def new_features(self, counts: Any) -> int:
+        bits = _BUCKET_BIT[counts]
+        new = bits & ~self.seen
+        if not new.any():
+            return 0
+        self.seen |= bits
+        return int(_POPCOUNT[new].sum())
+
+
+@dataclass
+class Arm:
+    """One profile's record: decayed yield and seconds (the weights), and lifetime totals (what is shown)."""
+
+    profile: Profile
+    gain: float = PRIOR_FEATURES
+    seconds: float = PRIOR_SECONDS
+    inputs: float = 1.0
+    execs: int = 0
+    total_seconds: float = 0.0
+    features: int = 0
+    findings: int = 0
+
+    @property
+    def rate(self) -> float:
+        """Recent yield per second."""
+        return self.gain / self.seconds
+
+    @property
+    def cost(self) -> float:
+        """Recent mean seconds per input."""
+        return self.seconds / self.inputs
+
+
+class Mixture:
+    """Chooses the profile of each mutation, and learns each profile's yield from the inputs it made."""
+
+    def __init__(self, home: str | None = None, max_steps: int | None = None):
+        self.arms = {name: Arm(p, gain=PRIOR_FEATURES * (HOME_BIAS if name == home else 1.0))
+                     for name, p in PROFILES.items()}
+        self.max_steps = max_steps or max(p.max_steps for p in PROFILES.values())
+        self._made: OrderedDict[bytes, str] = OrderedDict()
+
+    def shares(self) -> dict[str, float]:
+        """Each profile's share of the fuzzing time now."""
+        total = sum(a.rate for a in self.arms.values())
+        even = FLOOR / len(self.arms)
+        return {name: even + (1 - FLOOR) * a.rate / total for name, a in self.arms.items()}
+
+    def choose(self, rng: random.Random) -> str:
+        """A profile, drawn with its share of the time over its inputs' mean run time."""
+        shares = self.shares()
+        return rng.choices(list(shares), weights=[share / self.arms[n].cost for n, share in shares.items()])[0]
+
+    def mutate(self, data: bytes, max_size: int, seed: int) -> bytes:
+        """atheris custom_mutator: ``fuzz.search.mutate.mutate`` under a profile chosen by its share."""
+        name = self.choose(random.Random(seed ^ 0x6D6978))
+        out = mutate(data, max_size, seed, self.max_steps, self.arms[name].profile)
+        self._remember(out, name)
+        return out
+
+    def crossover(self, data1: bytes, data2: bytes, max_size: int, seed: int) -> bytes:
+        """atheris custom_crossover: two prefill-sized parents are crossed (``fuzz.search.mutate.crossover``);
+        a deep parent is mutated instead. Crossing deep inputs appends a second long conversation (doubling
+        the steps) and carries none of a deep profile's mutations: under ``chat`` alone it cut the resumed
+        re-prefill mutant's findings from 25 in 1,806 executions to 1 in 1,667 (``bench/time_to_find.py
+        --deep``, two 120 s runs each)."""
+        if max(_steps(data1), _steps(data2)) > PREFILL.max_steps:
+            return self.mutate(data1, max_size, seed)
+        out = crossover(data1, data2, max_size, seed, PREFILL.max_steps)
+        self._remember(out, PREFILL.name)
+        return out
+
+    def _remember(self, out: bytes, name: str) -> None:
+        self._made[_key(out)] = name
+        while len(self._made) > REMEMBERED:
+            self._made.popitem(last=False)
+
+    def observe(self, data: bytes, seconds: float, features: int, findings: int) -> None:
+        """The input ``data`` ran in ``seconds``, reached ``features`` new features and ``findings`` new
+        signatures: credited to the profile that made it (an input from the corpus is no profile's)."""
+        for arm in self.arms.values():
+            arm.gain *= DECAY
+            arm.seconds *= DECAY
+            arm.inputs *= DECAY
+        name = self._made.pop(_key(data), None)
+        if name is None:
+            return
+        arm = self.arms[name]
+        arm.gain += features + FINDING_WORTH * findings
+        arm.seconds += seconds
+        arm.inputs += 1
+        arm.execs += 1
+        arm.total_seconds += seconds
+        arm.features += features
+        arm.findings += findings
+
+    def report(self) -> dict[str, dict[str, float]]:
+        """Per profile: inputs it made and their seconds, features and signatures first found, share of time now."""
+        shares = self.shares()
+        return {name: {"execs": a.execs, "seconds": round(a.total_seconds, 2), "features": a.features,
+                       "findings": a.findings, "share": round(shares[name], 3)} for name, a in self.arms.items()}
+
+    def line(self) -> str:
+        return json.dumps(self.report(), separators=(",", ":"))
+
+
+def _key(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _steps(data: bytes) -> int:
+    return serial_steps(decode(data))
+
