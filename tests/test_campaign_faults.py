@@ -225,3 +225,18 @@ def test_resume_refuses_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert err[1].startswith("gdnfuzz campaign: --fuzzers: --resume continues the campaign with the settings in")
     assert "has run its 60s; give --max-time S" in err[2]
     assert "campaign.json: runs: expected a non-empty list" in err[3]
+
+
+def test_resume_reads_an_older_records_profile_by_todays_name_and_refuses_an_unknown_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fuzz.cli import build_parser
+    from fuzz.cli.campaign import _resumed
+
+    crashes = tmp_path / "crashes"
+    arguments = {"max_time": 60.0, "stats": str(tmp_path / "stats.jsonl"), "fail_on": "correctness"}
+    write_record(crashes, CampaignRecord({**arguments, "profile": "default"}, (T0,)))  # before the mixture
+    args, _, _ = _resumed(build_parser().parse_args(["campaign", "--resume", "--crashes", str(crashes)]))
+    assert args.profile == "prefill"
+    write_record(crashes, CampaignRecord({**arguments, "profile": "nope"}, (T0,)))
+    assert main(["campaign", "--resume", "--crashes", str(crashes)]) == 2
+    assert "campaign.json: arguments.profile: 'nope' is not a workload profile" in capsys.readouterr().err
