@@ -42,7 +42,7 @@ from fuzz.model.policies import resolve_policy
 from fuzz.model.result import RunResult
 from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
-from fuzz.oracle.verdict import finding_signature
+from fuzz.oracle.verdict import finding_signature, reference_is_wrong
 from fuzz.report.finding_report import store_finding
 from fuzz.sandbox.channel import fork_here, quiet_children
 from fuzz.sandbox.scope import ambient
@@ -250,7 +250,8 @@ def fuzz_split(argv: list[str], settings: RunSettings, probes: Probes) -> None:
 
 def observed(probes: Probes, target: FuzzTarget, mixture: Mixture) -> Callable[[bytes], None]:
     """``test_one_input`` with its coverage counted, and each input's seconds, new features and new
-    signatures credited to the profile that made it; the profiles' figures printed about once a second
+    signatures of the candidate's own credited to the profile that made it (vLLM's own bugs, found under
+    any candidate, are no reason to lean anywhere); the profiles' figures printed about once a second
     (:data:`PROFILES_LINE`)."""
     counted = probes.counted(target.test_one_input)
     novelty = Novelty(probes.size)
@@ -261,8 +262,9 @@ def observed(probes: Probes, target: FuzzTarget, mixture: Mixture) -> Callable[[
         known = len(target.hits)
         started = time.perf_counter()
         counted(data)
-        mixture.observe(data, time.perf_counter() - started, novelty.new_features(probes.counts),
-                        len(target.hits) - known)
+        seconds = time.perf_counter() - started
+        new = [sig for sig in list(target.hits)[known:] if not reference_is_wrong(sig)]
+        mixture.observe(data, seconds, novelty.new_features(probes.counts), len(new))
         now = time.monotonic()
         if now - said >= EXECS_EVERY_S:
             said = now

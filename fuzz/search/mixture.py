@@ -36,7 +36,7 @@ from fuzz.search.generate import random_scenario, serial_steps
 from fuzz.search.mutate import crossover, decode, mutate
 from fuzz.search.profiles import MIXED, PREFILL, PROFILES, Profile
 
-FLOOR = 0.4  # the share of draws spread evenly over the profiles whatever their yield
+FLOOR = 0.6  # the share of fuzzing time spread evenly over the profiles whatever their yield
 DECAY = 0.9995  # per input judged: a yield half-lives in about 1,400 inputs
 FINDING_WORTH = 50.0  # a new signature counts as this many new features
 PRIOR_FEATURES = 1.0  # every profile's yield starts as this many features...
