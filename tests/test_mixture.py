@@ -135,3 +135,14 @@ def test_status_and_the_dashboard_show_each_profile_and_count_it_in_no_total(tmp
         in table
     page = render_dashboard(rows, [], tmp_path, 110.0)
     assert "Workload profiles" in page and "fuzzer-1" in page
+
+
+def test_a_deep_profile_mutates_its_own_productive_inputs_too() -> None:
+    mixture = Mixture()
+    deep = encode(random_scenario(random.Random(4), PROFILES["batch"]))
+    mixture._remember(deep, "batch")
+    mixture.observe(deep, 0.3, 5, 0)  # new features: batch keeps it as a parent of its own
+    assert list(mixture.arms["batch"].parents) == [deep]
+    mixture._remember(b"nothing new", "chat")
+    mixture.observe(b"nothing new", 0.3, 0, 0)
+    assert not mixture.arms["chat"].parents and not mixture.arms["prefill"].parents

@@ -10,7 +10,13 @@ deep state may need many inputs before its first new feature; AFL++'s schedules 
 the same reason). A profile is drawn with its share over its inputs' mean run time, so that it gets
 its share of the seconds: a deep profile's inputs run 10-100 times longer than the prefill profile's,
 and even shares give the cheap prefill inputs most draws (the shallow bugs are found about as fast as
-under the prefill profile alone) while the deep profiles get most of the time. A worker given a ``home`` profile (one
+under the prefill profile alone) while the deep profiles get most of the time.
+
+Each deep profile also keeps its own parents: the last :data:`KEPT` inputs it made that reached new
+features, and mutates one of them instead of libFuzzer's choice half the time (:data:`OWN_PARENT`).
+libFuzzer picks parents from one corpus, weighted toward inputs that run fast
+(``-entropic_scale_per_exec_time``), so without its own a deep profile would mostly mutate prefill
+inputs and spend its time making them deep again instead of going deeper. A worker given a ``home`` profile (one
 of several workers of a run or a campaign) starts with that profile's prior yield :data:`HOME_BIAS`
 times the others', so that workers begin spread over the profiles and converge only on evidence.
 
@@ -25,8 +31,8 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from collections import OrderedDict
-from dataclasses import dataclass
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -43,6 +49,8 @@ PRIOR_FEATURES = 1.0  # every profile's yield starts as this many features...
 PRIOR_SECONDS = 0.05  # ...over this many seconds, of one input
 HOME_BIAS = 4.0
 REMEMBERED = 16  # mutations whose bytes are kept for credit (libFuzzer runs each right after making it)
+KEPT = 64  # a deep profile's own parents: its latest inputs that reached new features
+OWN_PARENT = 0.5  # share of a deep profile's mutations that start from one of its own parents
 
 BUCKET_TOPS = (1, 2, 3, 7, 15, 31, 127, 255)  # libFuzzer's hit-count buckets: 1, 2, 3, 4-7, ..., 128+
 
@@ -85,6 +93,7 @@ class Arm:
     gain: float = PRIOR_FEATURES
     seconds: float = PRIOR_SECONDS
     inputs: float = 1.0
+    parents: deque[bytes] = field(default_factory=lambda: deque(maxlen=KEPT))
     execs: int = 0
     total_seconds: float = 0.0
     features: int = 0
@@ -122,9 +131,14 @@ class Mixture:
         return rng.choices(list(shares), weights=[share / self.arms[n].cost for n, share in shares.items()])[0]
 
     def mutate(self, data: bytes, max_size: int, seed: int) -> bytes:
-        """atheris custom_mutator: ``fuzz.search.mutate.mutate`` under a profile chosen by its share."""
-        name = self.choose(random.Random(seed ^ 0x6D6978))
-        out = mutate(data, max_size, seed, self.max_steps, self.arms[name].profile)
+        """atheris custom_mutator: ``fuzz.search.mutate.mutate`` under a profile chosen by its share, of
+        ``data`` or, for a deep profile, at times of one of its own parents."""
+        rng = random.Random(seed ^ 0x6D6978)
+        name = self.choose(rng)
+        arm = self.arms[name]
+        if arm.profile.deep and arm.parents and rng.random() < OWN_PARENT:
+            data = rng.choice(arm.parents)
+        out = mutate(data, max_size, seed, self.max_steps, arm.profile)
         self._remember(out, name)
         return out
 
@@ -163,6 +177,8 @@ class Mixture:
         arm.total_seconds += seconds
         arm.features += features
         arm.findings += findings
+        if features and arm.profile.deep:
+            arm.parents.append(data)
 
     def report(self) -> dict[str, dict[str, float]]:
         """Per profile: inputs it made and their seconds, features and signatures first found, share of time now."""
