@@ -187,3 +187,12 @@ def test_a_fifo_in_the_corpus_is_skipped_with_a_note_and_never_copied(tmp_path, 
     assert f"gdnfuzz ci: skipped {fifo}: not a regular file (a FIFO)" in capsys.readouterr().err
     prepare_fuzz_corpus(corpus, CiPaths(tmp_path / "out"))  # what the fuzzing phase starts from
     assert sorted(p.name for p in (tmp_path / "out" / "corpus" / "regressions").iterdir()) == sorted(FILES)
+
+
+def test_the_fuzzing_line_says_what_each_profile_of_the_mixture_ran():
+    vllm = resolve_policy("vllm")
+    profiles = {"prefill": {"execs": 900, "seconds": 40.2, "features": 10, "findings": 0, "share": 0.3},
+                "chat": {"execs": 60, "seconds": 30.0, "features": 5, "findings": 1, "share": 0.25}}
+    report = CiReport(vllm, vllm, [], set(), "no baseline", fuzz_asked=60.0, fuzz_seconds=60.0, fuzz_execs=960,
+                      fuzz_profiles=profiles)
+    assert report.fuzz_figures().endswith("; inputs per profile: prefill 900 (40s), chat 60 (30s)")
