@@ -43,6 +43,7 @@ from fuzz.model.scenario import Scenario
 from fuzz.sandbox.channel import ChildFailed, JsonChild
 from fuzz.sandbox.remote import gone, run_bound
 from fuzz.sandbox.scope import load_timeout
+from workers.sim import model_info
 
 
 class BranchError(CheckoutMismatch):
@@ -54,7 +55,8 @@ class BranchRunner:
 
     def __init__(self, checkout: str, start_timeout: float | None = None):
         self.checkout = checkout
-        self.child = JsonChild("workers.sim.branch_child", [checkout], start_timeout or load_timeout())
+        self.child = JsonChild("workers.sim.branch_child", [checkout, str(model_info.cache_dir())],
+                               start_timeout or load_timeout())
 
     def _start(self) -> None:
         try:
@@ -88,7 +90,10 @@ class BranchRunner:
 
     def scheduler(self, scenario: Scenario, num_blocks: int, external: dict[str, int],
                   on_violation: Callable[[Any, str], None]) -> RemoteScheduler:
-        """The branch's scheduler for one run of ``scenario`` (a fresh one, empty cache)."""
+        """The branch's scheduler for one run of ``scenario`` (a fresh one, empty cache). This process
+        builds its own configs first, so the model classes they need are in the model-info cache the
+        branch's process reads (``workers.sim.model_info``)."""
+        model_info.warm(scenario.engine, num_blocks, bool(external))
         ready = self.exchange({"op": "build", "scenario": scenario.to_dict(), "num_blocks": num_blocks,
                                "external": external})
         return RemoteScheduler(self, ready["scheduler"], on_violation)

@@ -1,10 +1,12 @@
 """The candidate process of whole-branch mode (``workers.sim.branch``): the checkout's scheduling code
 served in place of the installed modules, its ``Scheduler`` driven step by step for the deciding process.
 
-``MODULE FD CHECKOUT`` over ``fuzz.sandbox.channel``: ready is ``{}`` or ``{"error": one line}``; then
+``MODULE FD CHECKOUT [MODELINFOS]`` over ``fuzz.sandbox.channel``: ready is ``{}`` or ``{"error": one line}``; then
 - ``{"op": "build", "scenario", "num_blocks", "external"}`` -> ``{"scheduler": {hash_block_size,
   use_eagle_block_drop, cache_hit_alignment_tokens}}``: a fresh scheduler of the branch for one run, its
-  own split installed under the contract (``fuzz.model.policies.contract_checked``);
+  own split installed under the contract (``fuzz.model.policies.contract_checked``); first, the
+  model-info files of MODELINFOS (the deciding process's vLLM cache) its own cache lacks are copied in
+  (``workers.sim.model_info.seed``), so vLLM never starts an interpreter to inspect the model's classes;
 - ``{"op": "schedule", "arrivals", "aborts", "budget"}`` -> ``{"output": SchedulerOutput as JSON,
   "contract": [[request id, detail]...]}``;
 - ``{"op": "update", "runner": sampled and draft tokens | null, "arrivals", "aborts"}`` ->
@@ -35,6 +37,7 @@ from fuzz.model.checkout import CheckoutMismatch, overlay_modules, unfit_for_ins
 from fuzz.sandbox.channel import Ask, serve
 from fuzz.verbosity import follow_environment
 from workers.sim.branch import BranchError
+from workers.sim.model_info import seed
 
 MAMBA_GROUP = 1
 MAX_MESSAGE = 4000  # of an exception the branch raised
@@ -172,6 +175,7 @@ def main() -> None:
     """``FD CHECKOUT``: overlay the checkout, load the branch (its failure is the ready line), then drive
     its scheduler until EOF."""
     fd, checkout = int(sys.argv[1]), sys.argv[2]
+    model_infos = sys.argv[3] if len(sys.argv) > 3 else ""
     sys.dont_write_bytecode = True
     follow_environment()  # the parent's vLLM log level, before the branch's vLLM is imported
     finder = CheckoutFinder(Path(checkout))
@@ -188,6 +192,7 @@ def main() -> None:
     def handle(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
         try:
             if request["op"] == "build":
+                seed(model_infos)
                 state["run"] = BranchRun(request)
                 return state["run"].built()
             run = state["run"]
