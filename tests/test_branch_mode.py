@@ -145,3 +145,40 @@ def test_a_checkout_missing_an_attribute_of_its_own_objects_is_still_its_finding
     assert replayed.verdict.status == VerdictStatus.DIVERGED  # the branch's own Request lacks it: its bug
     assert "typo_of_the_branch" in replayed.verdict.summary
     executor_for("sim").close()
+
+
+DELTA = ROOT / "tests" / "data" / "branch_delta"  # batch scenarios whose Mamba index entries are evicted and moved
+
+
+@pytest.mark.slow
+def test_the_branchs_step_reports_are_deltas_that_rebuild_exactly_the_installed_run(tmp_path, monkeypatch):
+    """Each ``update`` carries only what changed (requests, index entries, and the index's order only where
+    applying the delta would not give it); the run the deciding process rebuilds from them is, field for
+    field, the installed scheduler's own run of the same scenario (an unchanged checkout)."""
+    import workers.sim.branch as branch
+
+    sent = {"updates": 0, "states": 0, "reordered": 0}
+    exchange = branch.BranchRunner.exchange
+
+    def counted(self, message):
+        answer = exchange(self, message)
+        if message["op"] == "update":
+            sent["updates"] += 1
+            sent["states"] += len(answer["requests"])
+            sent["reordered"] += answer["order"] is not None
+        return answer
+
+    monkeypatch.setattr(branch.BranchRunner, "exchange", counted)
+    root = make_checkout(tmp_path)
+    executor = executor_for("sim")
+    requests = 0
+    for path in sorted(DELTA.glob("*.json")):
+        scenario, _ = load_scenario(path)
+        branch_run = executor.run(scenario, resolve_policy(f"branch:{root}")).to_dict()
+        installed = executor.run(scenario, resolve_policy("vllm")).to_dict()
+        branch_run.pop("policy"), installed.pop("policy")
+        assert branch_run == installed, path.name
+        requests += len(scenario.requests) * len(branch_run["steps"])
+    executor.close()
+    assert sent["reordered"] >= 1  # the order path ran, and still rebuilt the index exactly
+    assert sent["states"] < requests  # unchanged requests were not sent again

@@ -8,8 +8,9 @@ vLLM (``workers.sim.branch_child``), builds the branch's ``Scheduler`` there for
 :class:`RemoteScheduler`: the part of vLLM's ``Scheduler`` the sim tier's loop uses
 (``workers.sim.executor``), answered by the child. Per step, two exchanges: ``schedule`` (the step's
 arrivals, aborts and budget in; the ``SchedulerOutput`` and the split's contract faults out) and
-``update`` (the model runner's sampled and draft tokens in; each request's tokens, progress, status
-and block hashes, and the Mamba group's hash index, out).
+``update`` (the model runner's sampled and draft tokens in; what changed since the last ``update`` out: the
+tokens, progress, status and block hashes of each request whose state changed, and the Mamba group's
+hash index entries added, changed or removed, applied here to what this process holds).
 
 Invariants:
 - Isolation: only what the branch's scheduler produced crosses, as JSON (never pickle); the runner
@@ -219,8 +220,17 @@ class RemoteScheduler:
         self.pending, self.arrivals, self.aborts = None, [], []
         for rid, state in answer["requests"].items():
             self.requests[rid].apply(state)
-        self.entries = {bytes.fromhex(key): tuple(SimpleNamespace(block_id=int(b)) for b in blocks)
-                        for key, blocks in answer["index"]}
+        for key in answer["unindexed"]:
+            self.entries.pop(bytes.fromhex(key), None)
+        for key, blocks in answer["index"]:  # in place, as ``MambaHashIndex.current`` keeps its own
+            self.entries[bytes.fromhex(key)] = tuple(SimpleNamespace(block_id=int(b)) for b in blocks)
+        if answer["order"] is not None:  # the branch's index order, where applying the delta did not give it
+            order = [bytes.fromhex(key) for key in answer["order"]]
+            if set(order) != set(self.entries) or len(order) != len(self.entries):
+                raise RuntimeError("the branch's process sent an index order that is not its index's keys")
+            reordered = {key: self.entries[key] for key in order}
+            self.entries.clear()
+            self.entries.update(reordered)
         self.any_requests = bool(answer["has_requests"])
 
 
