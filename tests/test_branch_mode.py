@@ -182,3 +182,19 @@ def test_the_branchs_step_reports_are_deltas_that_rebuild_exactly_the_installed_
     executor.close()
     assert sent["reordered"] >= 1  # the order path ran, and still rebuilt the index exactly
     assert sent["states"] < requests  # unchanged requests were not sent again
+
+
+@pytest.mark.slow
+def test_a_branch_process_left_open_is_stopped_and_its_scratch_removed_at_exit(tmp_path):
+    """A command that exits with its executor open (never calling ``close``) leaves no scratch directory."""
+    import subprocess
+    import sys
+
+    root = make_checkout(tmp_path / "open")
+    script = ("import sys\nfrom workers.sim.branch import BranchRunner\nrunner = BranchRunner(sys.argv[1])\n"
+              "runner._start()\nprint(runner.child.scratch, flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    scratch = Path(done.stdout.strip().splitlines()[-1])
+    assert scratch.name.startswith("gdnfuzz-scratch-") and not scratch.exists()

@@ -33,6 +33,7 @@ Invariants:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -58,6 +59,9 @@ class BranchRunner:
         self.checkout = checkout
         self.child = JsonChild("workers.sim.branch_child", [checkout, str(model_info.cache_dir())],
                                start_timeout or load_timeout())
+        # a runner nobody closes (a command that exits with its executor open) still stops its child and
+        # removes the child's scratch directory, when collected or at this interpreter's exit
+        weakref.finalize(self, self.child.close)
 
     def _start(self) -> None:
         try:
