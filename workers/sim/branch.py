@@ -33,6 +33,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -61,7 +62,7 @@ class BranchRunner:
                                start_timeout or load_timeout())
         # a runner nobody closes (a command that exits with its executor open) still stops its child and
         # removes the child's scratch directory, when collected or at this interpreter's exit
-        weakref.finalize(self, self.child.close)
+        weakref.finalize(self, _close_in_owner, self.child, os.getpid())
 
     def _start(self) -> None:
         try:
@@ -105,6 +106,13 @@ class BranchRunner:
 
     def close(self) -> None:
         self.child.close()
+
+
+def _close_in_owner(child: JsonChild, owner: int) -> None:
+    """Close ``child`` only in the process that started it: a process forked from it that exits normally
+    must never stop the child, nor remove the scratch directory, its parent still uses."""
+    if os.getpid() == owner:
+        child.close()
 
 
 _RAISED: dict[str, type[Exception]] = {}
