@@ -24,7 +24,7 @@ REWRITTEN, ALIVE or NEGATIVE is a broken boundary):
 Each candidate's split calls ``os._exit(0)`` (``exit``) or loops while swallowing every exception
 (``loop``), in its body, in a default argument or at import (``tests/hostile_fixtures.py``). Each command
 runs as a subprocess of ``python -m fuzz.cli`` with ``PYTHONPATH`` = ``--checkout`` (default this checkout;
-an older one measures "before"), ``$GDNFUZZ_DEADLINE_S`` 20 and ``$GDNFUZZ_LOAD_TIMEOUT_S`` 30 (a checkout
+an older one measures "before", with the seed case from its own corpus), ``$GDNFUZZ_DEADLINE_S`` 20 and ``$GDNFUZZ_LOAD_TIMEOUT_S`` 30 (a checkout
 that ignores them keeps its own), and is killed after ``--timeout`` seconds:
 
 - ``replay``: the seed regression with the candidate as a policy file; rows printed;
@@ -63,7 +63,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
 from checkout_fixtures import SCHEDULER, make_checkout, replace_split  # noqa: E402
-from conftest import seed_case  # noqa: E402
+from conftest import seed_case as own_seed_case  # noqa: E402
 from hostile_fixtures import (  # noqa: E402
     EXITS,
     SWALLOWS,
@@ -77,6 +77,15 @@ from lifecycle_fixtures import real_bundle  # noqa: E402
 from fuzz.model.policies import _pre_51113_split  # noqa: E402
 from fuzz.sandbox.containment import process_table  # noqa: E402
 from fuzz.sandbox.scope import ambient  # noqa: E402
+
+SEED: list[Path] = []  # the measured checkout's own copy of the seed case, where it has one (main)
+
+
+def seed_case() -> Path:
+    """The seed regression as the measured checkout's corpus holds it (an older checkout cannot read this
+    checkout's newer scenario format: its replay would be exit 2 for the file, not for the candidate)."""
+    return SEED[0] if SEED else own_seed_case()
+
 
 ACTS = {"exit": EXITS, "loop": SWALLOWS}
 PLACES = ("body", "default", "import")
@@ -399,6 +408,9 @@ def main() -> None:
     args = parser.parse_args()
     ambient()
     checkout = Path(args.checkout).resolve()
+    theirs = checkout / own_seed_case().relative_to(REPO)
+    if theirs.is_file():
+        SEED.append(theirs)
     print(f"gdnfuzz at {checkout}; {', '.join(f'{k}={v}' for k, v in ENV.items())} (issue 34's groups: "
           f"{', '.join(f'{k}={v}' for k, v in LONG_ENV.items())}); killed after {args.timeout:g} s\n")
     print("| candidate | command | exit | s | what happened |\n|---|---|---|---|---|")

@@ -145,3 +145,56 @@ def test_a_checkout_missing_an_attribute_of_its_own_objects_is_still_its_finding
     assert replayed.verdict.status == VerdictStatus.DIVERGED  # the branch's own Request lacks it: its bug
     assert "typo_of_the_branch" in replayed.verdict.summary
     executor_for("sim").close()
+
+
+DELTA = ROOT / "tests" / "data" / "branch_delta"  # batch scenarios whose Mamba index entries are evicted and moved
+
+
+@pytest.mark.slow
+def test_the_branchs_step_reports_are_deltas_that_rebuild_exactly_the_installed_run(tmp_path, monkeypatch):
+    """Each ``update`` carries only what changed (requests, index entries, and the index's order only where
+    applying the delta would not give it); the run the deciding process rebuilds from them is, field for
+    field, the installed scheduler's own run of the same scenario (an unchanged checkout)."""
+    import workers.sim.branch as branch
+
+    sent = {"updates": 0, "states": 0, "reordered": 0}
+    exchange = branch.BranchRunner.exchange
+
+    def counted(self, message):
+        answer = exchange(self, message)
+        if message["op"] == "update":
+            sent["updates"] += 1
+            sent["states"] += len(answer["requests"])
+            sent["reordered"] += answer["order"] is not None
+        return answer
+
+    monkeypatch.setattr(branch.BranchRunner, "exchange", counted)
+    root = make_checkout(tmp_path)
+    executor = executor_for("sim")
+    requests = 0
+    for path in sorted(DELTA.glob("*.json")):
+        scenario, _ = load_scenario(path)
+        branch_run = executor.run(scenario, resolve_policy(f"branch:{root}")).to_dict()
+        installed = executor.run(scenario, resolve_policy("vllm")).to_dict()
+        branch_run.pop("policy"), installed.pop("policy")
+        assert branch_run == installed, path.name
+        requests += len(scenario.requests) * len(branch_run["steps"])
+    executor.close()
+    assert sent["reordered"] >= 1  # the order path ran, and still rebuilt the index exactly
+    assert sent["states"] < requests  # unchanged requests were not sent again
+
+
+@pytest.mark.slow
+def test_a_branch_process_left_open_is_stopped_and_its_scratch_removed_at_exit(tmp_path):
+    """A command that exits with its executor open (never calling ``close``) leaves no scratch directory."""
+    import subprocess
+    import sys
+
+    root = make_checkout(tmp_path / "open")
+    script = ("import sys\nfrom workers.sim.branch import BranchRunner\nrunner = BranchRunner(sys.argv[1])\n"
+              "runner._start()\nprint(runner.child.scratch, flush=True)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    scratch = Path(done.stdout.strip().splitlines()[-1])
+    assert scratch.name.startswith("gdnfuzz-scratch-") and not scratch.exists()

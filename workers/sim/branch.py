@@ -8,8 +8,9 @@ vLLM (``workers.sim.branch_child``), builds the branch's ``Scheduler`` there for
 :class:`RemoteScheduler`: the part of vLLM's ``Scheduler`` the sim tier's loop uses
 (``workers.sim.executor``), answered by the child. Per step, two exchanges: ``schedule`` (the step's
 arrivals, aborts and budget in; the ``SchedulerOutput`` and the split's contract faults out) and
-``update`` (the model runner's sampled and draft tokens in; each request's tokens, progress, status
-and block hashes, and the Mamba group's hash index, out).
+``update`` (the model runner's sampled and draft tokens in; what changed since the last ``update`` out: the
+tokens, progress, status and block hashes of each request whose state changed, and the Mamba group's
+hash index entries added, changed or removed, applied here to what this process holds).
 
 Invariants:
 - Isolation: only what the branch's scheduler produced crosses, as JSON (never pickle); the runner
@@ -32,6 +33,8 @@ Invariants:
 
 from __future__ import annotations
 
+import os
+import weakref
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -43,6 +46,7 @@ from fuzz.model.scenario import Scenario
 from fuzz.sandbox.channel import ChildFailed, JsonChild
 from fuzz.sandbox.remote import gone, run_bound
 from fuzz.sandbox.scope import load_timeout
+from workers.sim import model_info
 
 
 class BranchError(CheckoutMismatch):
@@ -54,7 +58,11 @@ class BranchRunner:
 
     def __init__(self, checkout: str, start_timeout: float | None = None):
         self.checkout = checkout
-        self.child = JsonChild("workers.sim.branch_child", [checkout], start_timeout or load_timeout())
+        self.child = JsonChild("workers.sim.branch_child", [checkout, str(model_info.cache_dir())],
+                               start_timeout or load_timeout())
+        # a runner nobody closes (a command that exits with its executor open) still stops its child and
+        # removes the child's scratch directory, when collected or at this interpreter's exit
+        weakref.finalize(self, _close_in_owner, self.child, os.getpid())
 
     def _start(self) -> None:
         try:
@@ -88,13 +96,23 @@ class BranchRunner:
 
     def scheduler(self, scenario: Scenario, num_blocks: int, external: dict[str, int],
                   on_violation: Callable[[Any, str], None]) -> RemoteScheduler:
-        """The branch's scheduler for one run of ``scenario`` (a fresh one, empty cache)."""
+        """The branch's scheduler for one run of ``scenario`` (a fresh one, empty cache). This process
+        builds its own configs first, so the model classes they need are in the model-info cache the
+        branch's process reads (``workers.sim.model_info``)."""
+        model_info.warm(scenario.engine, num_blocks, bool(external))
         ready = self.exchange({"op": "build", "scenario": scenario.to_dict(), "num_blocks": num_blocks,
                                "external": external})
         return RemoteScheduler(self, ready["scheduler"], on_violation)
 
     def close(self) -> None:
         self.child.close()
+
+
+def _close_in_owner(child: JsonChild, owner: int) -> None:
+    """Close ``child`` only in the process that started it: a process forked from it that exits normally
+    must never stop the child, nor remove the scratch directory, its parent still uses."""
+    if os.getpid() == owner:
+        child.close()
 
 
 _RAISED: dict[str, type[Exception]] = {}
@@ -214,8 +232,17 @@ class RemoteScheduler:
         self.pending, self.arrivals, self.aborts = None, [], []
         for rid, state in answer["requests"].items():
             self.requests[rid].apply(state)
-        self.entries = {bytes.fromhex(key): tuple(SimpleNamespace(block_id=int(b)) for b in blocks)
-                        for key, blocks in answer["index"]}
+        for key in answer["unindexed"]:
+            self.entries.pop(bytes.fromhex(key), None)
+        for key, blocks in answer["index"]:  # in place, as ``MambaHashIndex.current`` keeps its own
+            self.entries[bytes.fromhex(key)] = tuple(SimpleNamespace(block_id=int(b)) for b in blocks)
+        if answer["order"] is not None:  # the branch's index order, where applying the delta did not give it
+            order = [bytes.fromhex(key) for key in answer["order"]]
+            if set(order) != set(self.entries) or len(order) != len(self.entries):
+                raise RuntimeError("the branch's process sent an index order that is not its index's keys")
+            reordered = {key: self.entries[key] for key in order}
+            self.entries.clear()
+            self.entries.update(reordered)
         self.any_requests = bool(answer["has_requests"])
 
 

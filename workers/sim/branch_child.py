@@ -1,14 +1,21 @@
 """The candidate process of whole-branch mode (``workers.sim.branch``): the checkout's scheduling code
 served in place of the installed modules, its ``Scheduler`` driven step by step for the deciding process.
 
-``MODULE FD CHECKOUT`` over ``fuzz.sandbox.channel``: ready is ``{}`` or ``{"error": one line}``; then
+``MODULE FD CHECKOUT [MODELINFOS]`` over ``fuzz.sandbox.channel``: ready is ``{}`` or ``{"error": one line}``; then
 - ``{"op": "build", "scenario", "num_blocks", "external"}`` -> ``{"scheduler": {hash_block_size,
   use_eagle_block_drop, cache_hit_alignment_tokens}}``: a fresh scheduler of the branch for one run, its
-  own split installed under the contract (``fuzz.model.policies.contract_checked``);
+  own split installed under the contract (``fuzz.model.policies.contract_checked``); first, the
+  model-info files of MODELINFOS (the deciding process's vLLM cache) its own cache lacks are copied in
+  (``workers.sim.model_info.seed``), so vLLM never starts an interpreter to inspect the model's classes;
 - ``{"op": "schedule", "arrivals", "aborts", "budget"}`` -> ``{"output": SchedulerOutput as JSON,
   "contract": [[request id, detail]...]}``;
 - ``{"op": "update", "runner": sampled and draft tokens | null, "arrivals", "aborts"}`` ->
-  ``{"requests": {id: state}, "index": [[hash key hex, [block ids]]...], "has_requests": bool}``;
+  ``{"requests": {id: state}, "index": [[hash key hex, [block ids]]...], "unindexed": [hash key hex...],
+  "has_requests": bool}``: deltas since the run's previous ``update``: only the requests whose reported
+  state (output tokens, progress, status, finished, block hashes) changed, the Mamba index entries that
+  are new or whose blocks changed, the keys that left the index, and the index's key order where
+  applying those would not give it (``workers.sim.branch`` applies them to what it holds, so it holds
+  exactly what a full report would say, in the same order);
 an exception the branch raises is ``{"raised": [type name, message]}``, a configuration vLLM refuses
 ``{"rejected": one line}``, code of the branch reaching for what the installed vLLM lacks ``{"unfit": one
 line}`` (``fuzz.model.checkout.CheckoutMismatch``).
@@ -35,6 +42,7 @@ from fuzz.model.checkout import CheckoutMismatch, overlay_modules, unfit_for_ins
 from fuzz.sandbox.channel import Ask, serve
 from fuzz.verbosity import follow_environment
 from workers.sim.branch import BranchError
+from workers.sim.model_info import seed
 
 MAMBA_GROUP = 1
 MAX_MESSAGE = 4000  # of an exception the branch raised
@@ -91,7 +99,8 @@ class BranchRun:
         self.index = MambaHashIndex(self.scheduler.kv_cache_manager.block_pool, MAMBA_GROUP)
         self.requests: dict[str, Any] = {}
         self.last_output: Any = None
-        self.reported: dict[str, tuple[int, int]] = {}  # request -> (output tokens, block hashes) sent
+        self.reported: dict[str, tuple[Any, ...]] = {}  # request -> what its last state sent said
+        self.indexed: dict[Any, tuple[int, ...]] = {}  # hash key -> its block ids, as last sent
 
     def built(self) -> dict[str, Any]:
         s = self.scheduler
@@ -133,18 +142,44 @@ class BranchRun:
             if runner["drafts"] is not None:
                 self.scheduler.update_draft_token_ids(DraftTokenIds(*runner["drafts"]))
         self.admit(request["arrivals"], request["aborts"])
-        return {"requests": {rid: self._state(rid, r) for rid, r in self.requests.items()},
-                "index": [[bytes(key).hex(), [b.block_id for b in blocks]] for key, blocks in self.index.current().items()],
+        states = {}
+        for rid, r in self.requests.items():
+            state = self._state(rid, r)
+            if state is not None:
+                states[rid] = state
+        added, removed, order = self._index_delta()
+        return {"requests": states, "index": added, "unindexed": removed, "order": order,
                 "has_requests": self.scheduler.has_requests()}
 
-    def _state(self, rid: str, request: Any) -> dict[str, Any]:
-        sent_out, sent_hashes = self.reported.get(rid, (0, 0))
-        out = list(request.output_token_ids)
+    def _state(self, rid: str, request: Any) -> dict[str, Any] | None:
+        """What changed of ``request`` since its last report (``None``: nothing): the output tokens from the
+        first one not sent (or from where it got shorter), the block hashes not sent, the rest in full."""
+        out, hashes = request.output_token_ids, request.block_hashes
+        now = (len(out), request.num_computed_tokens, str(request.status), request.is_finished(), len(hashes))
+        before = self.reported.get(rid)
+        if before == now:
+            return None
+        sent_out, sent_hashes = (before[0], before[4]) if before is not None else (0, 0)
+        self.reported[rid] = now
         start = min(sent_out, len(out))
-        hashes = request.block_hashes
-        self.reported[rid] = (len(out), len(hashes))
-        return {"out": [start, out[start:]], "computed": request.num_computed_tokens, "status": str(request.status),
-                "finished": request.is_finished(), "hashes": [bytes(h).hex() for h in hashes[sent_hashes:]]}
+        return {"out": [start, [int(t) for t in out[start:]]], "computed": now[1], "status": now[2],
+                "finished": now[3], "hashes": [bytes(h).hex() for h in hashes[sent_hashes:]]}
+
+    def _index_delta(self) -> tuple[list[list[Any]], list[str], list[str] | None]:
+        """The Mamba index entries new or changed since the last report, the keys gone from it, and, only
+        where applying those two (remove, then assign: a new key goes last, a changed one keeps its place)
+        would not leave the keys in the index's own order, that order in full."""
+        current = {key: tuple(b.block_id for b in blocks) for key, blocks in self.index.current().items()}
+        changed = [key for key, ids in current.items() if self.indexed.get(key) != ids]
+        gone = [key for key in self.indexed if key not in current]
+        applied = dict(self.indexed)
+        for key in gone:
+            del applied[key]
+        for key in changed:
+            applied[key] = current[key]
+        order = None if list(applied) == list(current) else [bytes(key).hex() for key in current]
+        self.indexed = current
+        return [[bytes(key).hex(), list(current[key])] for key in changed], [bytes(key).hex() for key in gone], order
 
 
 def _encode_output(output: Any) -> dict[str, Any]:
@@ -172,6 +207,7 @@ def main() -> None:
     """``FD CHECKOUT``: overlay the checkout, load the branch (its failure is the ready line), then drive
     its scheduler until EOF."""
     fd, checkout = int(sys.argv[1]), sys.argv[2]
+    model_infos = sys.argv[3] if len(sys.argv) > 3 else ""
     sys.dont_write_bytecode = True
     follow_environment()  # the parent's vLLM log level, before the branch's vLLM is imported
     finder = CheckoutFinder(Path(checkout))
@@ -188,6 +224,7 @@ def main() -> None:
     def handle(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
         try:
             if request["op"] == "build":
+                seed(model_infos)
                 state["run"] = BranchRun(request)
                 return state["run"].built()
             run = state["run"]
