@@ -9,6 +9,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +33,9 @@ pathlib.Path({marker!r}).write_text("imported")
 def split(self, request, num_new_tokens, num_new_local_computed_tokens=0, num_external_computed_tokens=0):
     return num_new_tokens
 """
+
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _evil(directory: Path) -> tuple[str, Path]:
@@ -230,6 +234,21 @@ def test_a_candidate_writes_only_its_scratch_and_nothing_it_started_outlives_its
     assert not outside.exists() or not landlock_abi()
     assert _daemons() == []  # the scope's close killed it, through the keeper
     assert "Landlock" in describe()
+
+
+def test_a_sandbox_child_whose_process_dies_without_closing_it_leaves_no_scratch_directory(tmp_path):
+    """A fuzzing worker that libFuzzer ends never closes its sandbox children: each one's keeper, told of its
+    parent's death, removes the child's scratch directory once everything the child started is gone."""
+    path = tmp_path / "candidate.py"
+    path.write_text("def split(self, request, n, a=0, b=0):\n    return n\n")
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+    script = ("import os, sys\nfrom fuzz.model.policies import resolve_policy\nfrom fuzz.sandbox.scope import deciding\n"
+              "with deciding():\n    resolve_policy(sys.argv[1])\n    print('up', flush=True)\n    os._exit(0)\n")
+    done = subprocess.run([sys.executable, "-c", script, f"{path}:split"], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "TMPDIR": str(scratch_root)}, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip() == "up", done.stderr
+    assert _eventually(lambda: not list(scratch_root.glob("gdnfuzz-scratch-*")))
 
 
 def _eventually(condition: Callable[[], bool], seconds: float = 10.0) -> bool:

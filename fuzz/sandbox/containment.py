@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -217,7 +218,8 @@ def _stop(signum: int, frame: object) -> None:
 def keep(run: Callable[[], None], scratch: Path, close_in_keeper: list[int]) -> None:
     """Become the keeper (module docstring) and run ``run`` in a restricted runner forked from it; never
     returns. ``close_in_keeper``: descriptors only the runner keeps (the channel), closed here so the other
-    end sees the runner's end as soon as it happens."""
+    end sees the runner's end as soon as it happens. Once the runner and everything it started are gone, so is
+    ``scratch`` (a child whose deciding process never closes it, a fuzzing worker's, leaves nothing behind)."""
     parent = os.getppid()
     os.setsid()
     _libc.prctl(PR_SET_NAME, KEEPER_NAME.encode(), 0, 0, 0)
@@ -242,6 +244,7 @@ def keep(run: Callable[[], None], scratch: Path, close_in_keeper: list[int]) -> 
         pass
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     kill_subtree()
+    shutil.rmtree(scratch, ignore_errors=True)  # the child's own: nothing reads it once its subtree is gone
     _end_as(status)
 
 
