@@ -195,10 +195,12 @@ def _fuzz(shim: Path, seconds: int, work: Path) -> tuple[bool, list[str]]:
     (work / "corpus").mkdir(parents=True)
     run = subprocess.run([GDNFUZZ, "run", "--candidate", f"{shim}:split", "--reference", "vllm", "--fail-on", "any",
                           "--max-time", str(seconds), "--corpus", str(work / "corpus"), "--crashes",
-                          str(work / "crashes"), "--no-regressions", "--json"],
+                          str(work / "crashes"), "--json"],
                          cwd=work, capture_output=True, text=True, timeout=seconds + 600)
     lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
-    record = json.loads(lines[-1]) if lines else {"signatures": []}
+    if not lines:  # a run that did not start (a bad argument, a mutant that does not load) kills nothing
+        raise RuntimeError(f"gdnfuzz run gave no JSON record (exit {run.returncode}): {run.stderr[-2000:]}")
+    record = json.loads(lines[-1])
     signatures = [s["signature"] for s in record["signatures"]]
     return any(outcome(s) == "new" for s in signatures), signatures
 
@@ -208,8 +210,10 @@ def scratch_layout(scratch: Path, vllm_test: Path) -> None:
     for package in ("tests", "tests/v1"):
         (scratch / package).mkdir(parents=True, exist_ok=True)
         (scratch / package / "__init__.py").write_text("")
+    # the corpus is this checkout's own: its files name bench mutants, which export-test loads only when trusted
     subprocess.run([GDNFUZZ, "export-test", "--suite", str(ROOT / "corpus" / "regressions"), "--out",
-                    str(scratch / CORE)], check=True, capture_output=True, text=True)
+                    str(scratch / CORE), "--trust-named-policies"], check=True, capture_output=True, text=True,
+                   cwd=ROOT)
     shutil.copy(vllm_test, scratch / CORE / vllm_test.name)
     (scratch / CORE / "utils.py").write_text(CREATE_REQUESTS)
     (scratch / "pytest.ini").write_text("[pytest]\nmarkers =\n    cpu_test: runs on CPU (vLLM's marker)\n")

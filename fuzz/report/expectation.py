@@ -70,7 +70,8 @@ class Expectation:
             return (f"{here} its result is not known: neither side of the finding (`{self.candidate}`, "
                     f"`{self.reference}`) is the split it checks; run it.")
         if self.vllm_bug:
-            return f"{here} it fails: vLLM's own split has this bug; it passes once vLLM fixes it."
+            where = "vLLM's scheduling code" if "-exception-" in self.signature else "vLLM's own split"
+            return f"{here} it fails: {where} has this bug; it passes once vLLM fixes it."
         if self.fails:
             return f"{here} it fails: `{self.split}` has this bug; it passes on a split without it."
         found = self.candidate if split_shows(self.signature, self.candidate, self.reference,

@@ -48,7 +48,7 @@ budget {e.max_num_batched_tokens} (per step {list(e.step_budgets) or '-'}), spec
 
 {body}{stacks(f)}
 ## Root cause
-{cause[0].upper() + cause[1:] if cause else "Not located: no split decision of the candidate departs from the reference's "
+{sentence(cause) if cause else "Not located: no split decision of the candidate departs from the reference's "
  "on the same state, and vLLM's side shows neither an exception nor a poisoned slot."}
 
 ## In vLLM's terms
@@ -67,6 +67,12 @@ budget {e.max_num_batched_tokens} (per step {list(e.step_budgets) or '-'}), spec
 ## Minimization
 {minimization(f)}
 """
+
+
+def sentence(text: str) -> str:
+    """``text`` as the start of a sentence: its first letter upper-case, but a name that starts lower-case
+    (vLLM) kept as it is spelt."""
+    return text if text.startswith("vLLM") else text[0].upper() + text[1:]
 
 
 def stacks(f: Finding) -> str:

@@ -17,7 +17,7 @@ from fuzz.model.result import Fault, RunResult
 from fuzz.oracle.finding import Finding
 from fuzz.oracle.judge import crossing_chunk
 from fuzz.oracle.verdict import reference_is_wrong
-from fuzz.report.vllm_terms import split_line
+from fuzz.report.vllm_terms import estimate_line, split_line
 
 
 def _vllm_run(f: Finding) -> RunResult:
@@ -42,13 +42,32 @@ def _raised_at(fault: Fault) -> tuple[str, str] | None:
     return lines[last].split(" in ")[0], code
 
 
+def _admitting_estimate(fault: Fault) -> tuple[str, str, str] | None:
+    """For a pool that ran dry inside a KV-cache manager's ``allocate_new_blocks`` (``BlockPool.get_new_blocks``
+    raising "Cannot get N free blocks"): ``(Manager.get_num_blocks_to_allocate, file:line, the line)`` of
+    that manager's estimate, which ``KVCacheManager.allocate_slots`` checked the pool against before
+    allocating; the estimate, not the raise, is what decides. None for any other exception."""
+    if "free blocks from the pool" not in fault.detail:
+        return None
+    frames = [line for line in (fault.stack or "").splitlines() if not line.startswith(" ") and " in " in line]
+    allocating = [frame.split(" in ")[0] for frame in frames
+                  if frame.endswith(" in allocate_new_blocks") and "single_type_kv_cache_manager.py:" in frame]
+    if not allocating:
+        return None
+    return estimate_line(int(allocating[-1].rsplit(":", 1)[1]))
+
+
 def vllm_defect(f: Finding) -> str | None:
     """vLLM's own defect in a finding its split shares, in a sentence."""
     run = _vllm_run(f)
     fault = _exception(run)
     if fault is not None:
+        estimate = _admitting_estimate(fault)
+        admitted = (f" `KVCacheManager.allocate_slots` admitted the allocation on `{estimate[0]}`'s estimate "
+                    "of the blocks it needs, and the allocation took more than that estimate."
+                    if estimate is not None else "")
         return (f"at step {fault.step}, vLLM's `Scheduler.schedule()` raises `{fault.detail}` instead of leaving "
-                "the request waiting.")
+                f"the request waiting.{admitted}")
     if not run.poisoned:
         return None
     slot, block = run.poisoned[0], f.minimized.engine.mamba_block_size
@@ -56,9 +75,10 @@ def vllm_defect(f: Finding) -> str | None:
     if chunk is not None:
         checkpoint = (f", exporting an internal prefill checkpoint (state@{chunk.checkpoint_tokens}) instead of "
                       "stopping" if chunk.checkpoint_tokens is not None else "")
+        start = (f"which starts mid-block at {chunk.start} and runs past" if chunk.start % block else
+                 f"which starts on a block boundary at {chunk.start} and runs past")
         crossed = (f"vLLM's own split scheduled `{chunk.request_id}`'s chunk [{chunk.start}, "
-                   f"{chunk.start + chunk.num_tokens}), which starts mid-block at {chunk.start} and runs past the "
-                   f"boundary at {slot.claimed_tokens}{checkpoint}; ")
+                   f"{chunk.start + chunk.num_tokens}), {start} the boundary at {slot.claimed_tokens}{checkpoint}; ")
     return (f"{crossed}the KV-cache manager hashed column {slot.column} (block {slot.block_id}, B = {block}) as "
             f"state@{slot.claimed_tokens} while it holds {slot.held}, at step {slot.step}.")
 
@@ -67,14 +87,16 @@ def deciding_line(f: Finding) -> tuple[str, str] | None:
     """``(file:line, the line)`` of the installed vLLM that decides the finding: the stop of the split
     the candidate departs from; for vLLM's own defect, where the exception is raised, or the split's line
     that let the crossing chunk run (the internal-checkpoint test where the chunk exported one, else the
-    next-boundary stop)."""
+    next-boundary stop); for a pool that ran dry inside a manager's allocation, that manager's estimate of
+    the blocks it needs (``_admitting_estimate``)."""
     if not reference_is_wrong(f.signature):
         cause = f.verdict.root_cause
         return split_line(cause.decider) if cause is not None else None
     run = _vllm_run(f)
     fault = _exception(run)
     if fault is not None:
-        return _raised_at(fault)
+        estimate = _admitting_estimate(fault)
+        return estimate[1:] if estimate is not None else _raised_at(fault)
     if not run.poisoned:
         return None
     chunk = crossing_chunk(run, run.poisoned[0])

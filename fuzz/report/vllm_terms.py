@@ -149,3 +149,38 @@ def split_line(decider: str) -> tuple[str, str]:
         if marker is not None and marker in re.sub(r"\s+", " ", text):
             return f"{where}:{first + offset}", text.strip()
     return f"{where}:{first}", lines[0].strip()
+
+
+# The line of a KV-cache manager's ``get_num_blocks_to_allocate`` that bounds its estimate, by manager, found
+# by its text (MambaManager's align-mode cap: one running block, plus the partial-hit and checkpoint blocks).
+ESTIMATE_LINES = {
+    "MambaManager": "physical_block_cap = ",
+}
+
+
+def estimate_line(allocating_line: int) -> tuple[str, str, str] | None:
+    """``(Manager.get_num_blocks_to_allocate, file:line, the line's text)`` of the estimate of the manager
+    in ``vllm/v1/core/single_type_kv_cache_manager.py`` whose ``allocate_new_blocks`` holds line
+    ``allocating_line`` of that file (its bounding line from ``ESTIMATE_LINES``, else the method's
+    ``def`` line); None where no manager's ``allocate_new_blocks`` holds it."""
+    import vllm.v1.core.single_type_kv_cache_manager as managers
+
+    for cls in vars(managers).values():
+        allocate = cls.__dict__.get("allocate_new_blocks") if isinstance(cls, type) else None
+        if allocate is None or getattr(allocate, "__module__", None) != managers.__name__:
+            continue
+        lines, first = inspect.getsourcelines(allocate)
+        if not first <= allocating_line < first + len(lines):
+            continue
+        owner = next((c for c in cls.__mro__ if "get_num_blocks_to_allocate" in c.__dict__), None)
+        if owner is None:
+            return None
+        estimate = owner.__dict__["get_num_blocks_to_allocate"]
+        lines, first = inspect.getsourcelines(estimate)
+        where = relative_to_vllm(inspect.getsourcefile(estimate) or "?")
+        marker = ESTIMATE_LINES.get(owner.__name__)
+        for offset, text in enumerate(lines):
+            if marker is not None and marker in text:
+                return f"{owner.__name__}.get_num_blocks_to_allocate", f"{where}:{first + offset}", text.strip()
+        return f"{owner.__name__}.get_num_blocks_to_allocate", f"{where}:{first}", lines[0].strip()
+    return None
