@@ -17,6 +17,7 @@ from pathlib import Path
 from fuzz.model.scenario import scenario_summary
 from fuzz.oracle.finding import Finding, replay_argv
 from fuzz.oracle.verdict import reference_is_wrong
+from fuzz.plural import plural
 from fuzz.report.expectation import INSTALLED, Expectation
 from fuzz.report.exported_test import exported_case, render_test
 from fuzz.report.root_cause import cause_words
@@ -113,9 +114,9 @@ def minimization(f: Finding) -> str:
     """The sizes before and after, the stages, and how the minimization ended (cut short, and why, or not
     run at all)."""
     before, after = scenario_summary(f.original), scenario_summary(f.minimized)
-    sizes = (f"Original: {before['requests']} requests, {before['prompt_tokens']} prompt tokens; "
-             f"minimized: {after['requests']} requests, {after['prompt_tokens']} prompt tokens, "
-             f"{len(f.candidate_run.steps)} steps.")
+    sizes = (f"Original: {plural(before['requests'], 'request')}, {before['prompt_tokens']} prompt tokens; "
+             f"minimized: {plural(after['requests'], 'request')}, {after['prompt_tokens']} prompt tokens, "
+             f"{plural(len(f.candidate_run.steps), 'step')}.")
     if f.minimize_seconds is not None and f.minimize_seconds <= 0:
         return f"{sizes} Not minimized: stored as found, the run's deadline left no time to minimize it."
     if not f.stages:

@@ -18,6 +18,7 @@ from typing import Any
 from fuzz.model.scenario import pretty_json, scenario_summary
 from fuzz.oracle.finding import replay_argv
 from fuzz.oracle.verdict import reference_is_wrong
+from fuzz.plural import plural
 from fuzz.report.expectation import Expectation, expectation
 from fuzz.report.inert import block, capped, code, text, title_text
 from fuzz.report.lifecycle import lifecycle_rows
@@ -123,8 +124,8 @@ def _scenario_block(bundle: CrashBundle) -> str:
     size, original = scenario_summary(bundle.scenario), scenario_summary(bundle.original)
     return (
         f"{block(pretty_json(bundle.scenario, bundle.annotations), 'json')}\n"
-        f"{size['requests']} requests, {size['prompt_tokens']} prompt tokens "
-        f"(minimized from {original['requests']} requests, {original['prompt_tokens']} prompt tokens)."
+        f"{plural(size['requests'], 'request')}, {size['prompt_tokens']} prompt tokens "
+        f"(minimized from {plural(original['requests'], 'request')}, {original['prompt_tokens']} prompt tokens)."
     )
 
 
