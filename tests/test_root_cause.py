@@ -44,3 +44,21 @@ def test_other_exceptions_and_lines_outside_a_managers_allocation_have_no_estima
 def test_a_sentence_keeps_vllms_spelling():
     assert sentence("vLLM's own split scheduled it") == "vLLM's own split scheduled it"
     assert sentence("at step 3, it ran") == "At step 3, it ran"
+
+
+def test_a_finding_both_sides_have_is_reported_as_both_sides_wrong():
+    from pathlib import Path
+
+    from fuzz.model.policies import resolve_policy
+    from fuzz.model.scenario import load_scenario
+    from fuzz.oracle.classes.correctness import FINDING_CLASS
+    from fuzz.oracle.differential import replay
+
+    bundle = Path(__file__).resolve().parent.parent / "crashes" / \
+        "both-side-poison-unaligned-end-eagle-family-internal-checkpoint"
+    scenario, _ = load_scenario(bundle / "scenario.json")
+    vllm = resolve_policy("vllm")
+    replayed = replay(scenario, vllm, vllm)
+    where, _ = FINDING_CLASS.report_section(replayed.verdict, scenario, replayed.candidate, replayed.reference,
+                                            ("vllm", "vllm"))
+    assert where.endswith("the wrong side: both.")

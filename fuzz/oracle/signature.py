@@ -129,9 +129,18 @@ def correctness_signature(findings: list[Divergence], scenario: Scenario, candid
     if first is None:
         return "clean"
     name = _name(first, scenario, candidate_run)
-    sides = {f.side for f in findings if f.kind == first.kind and _name(f, scenario, candidate_run) == name}
-    side = "both" if "both" in sides or {"candidate", "reference"} <= sides else first.side
+    side = wrong_side(findings, scenario, candidate_run)
     return slug(name if side in ("candidate", "unknown") else f"{side}-side-{name}")[:MAX_SIGNATURE]
+
+
+def wrong_side(findings: list[Divergence], scenario: Scenario, candidate_run: RunResult) -> str:
+    """The side the first finding is on (``findings`` not empty): ``both`` when the reference has the same one
+    (the same name), else that finding's own side."""
+    first = first_finding(findings)
+    assert first is not None
+    name = _name(first, scenario, candidate_run)
+    sides = {f.side for f in findings if f.kind == first.kind and _name(f, scenario, candidate_run) == name}
+    return "both" if "both" in sides or {"candidate", "reference"} <= sides else first.side
 
 
 def artifact_signature(kind: str, error: str, scenario: Scenario) -> str:

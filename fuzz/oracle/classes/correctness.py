@@ -18,7 +18,7 @@ from fuzz.model.scenario import Scenario
 from fuzz.oracle.divergence import Divergence
 from fuzz.oracle.evidence import chunk_tables
 from fuzz.oracle.judge import first_finding, judge_correctness, self_consistent
-from fuzz.oracle.signature import correctness_signature, root_cause_name
+from fuzz.oracle.signature import correctness_signature, root_cause_name, wrong_side
 from fuzz.oracle.verdict import FindingClass, JudgeInput, Verdict, reference_is_wrong
 
 
@@ -59,7 +59,8 @@ class Correctness(FindingClass):
         assert head is not None
         who = f"`{head.request_id}`" if head.request_id is not None else "none (the step itself failed)"
         at = f", step {head.step}" if head.step is not None else ""
-        where = f"First divergent request: {who}{at}; the wrong side: {head.side}."
+        side = wrong_side(verdict.of(self), scenario, candidate)
+        where = f"First divergent request: {who}{at}; the wrong side: {side}."
         return where, chunk_tables(candidate, reference, head.request_id, head.step, names)
 
     def decided_by_candidate(self, candidate_run: RunResult) -> bool:
