@@ -290,6 +290,10 @@ class ForkedChild:
         self.pid: int = self.process.pid  # type: ignore[assignment]
 
     def poll(self) -> int | None:
+        """The exit code, None while the child runs. This runs before every exchange: the sentinel (readable
+        once the child has ended) is checked first, since a fork-server child's own poll sets up a selector."""
+        if not select.select([self.process.sentinel], [], [], 0)[0]:
+            return None
         return self.process.exitcode
 
     def wait(self, timeout: float | None = None) -> int:

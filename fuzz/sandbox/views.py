@@ -63,8 +63,7 @@ def path_key(root: str, steps: list[Step]) -> str:
     return root + "".join(f".{key}" if kind == "a" else f"[{key!r}]" for kind, key in steps)
 
 
-SNAPSHOT_PATHS = [(root, [["a", n] for n in names], path_key(root, [["a", n] for n in names]))
-                  for root, names in SNAPSHOT]
+SNAPSHOT_KEYS = [path_key(root, [["a", n] for n in names]) for root, names in SNAPSHOT]
 
 
 # ---------------------------------------------------------------- the deciding process's side
@@ -142,14 +141,27 @@ def _forget(key: int, _: Any) -> None:
     _serials.pop(key, None)
 
 
-def snapshot(roots: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """What vLLM's split reads of ``roots`` (``self``, ``request``), sent with the call."""
-    known = {}
-    for root, steps, key in SNAPSHOT_PATHS:
-        got = _read(roots, root, steps)
-        if "missing" not in got:
-            known[key] = got
+def snapshot(roots: dict[str, Any]) -> list[dict[str, Any] | None]:
+    """What vLLM's split reads of ``roots`` (``self``, ``request``), sent with the call: one entry per path of
+    :data:`SNAPSHOT`, in its order, each as :func:`encode` gives it, or None where reading the path raised
+    (the child then asks, and meets the error there). Every call reads every path afresh: nothing of the
+    scheduler is assumed constant between calls."""
+    known: list[dict[str, Any] | None] = []
+    for root, names in SNAPSHOT:
+        obj = roots[root]
+        try:
+            for name in names:
+                obj = getattr(obj, name)
+        except Exception:  # noqa: BLE001 - whatever reading raised, the child meets it when the split reads
+            known.append(None)
+            continue
+        known.append({"v": obj} if type(obj) in PLAIN else encode(obj))
     return known
+
+
+def known_paths(sent: list[Any]) -> dict[str, Any]:
+    """The child's cache of read paths, from what :func:`snapshot` sent (a path that raised is left out)."""
+    return {key: got for key, got in zip(SNAPSHOT_KEYS, sent, strict=True) if got is not None}
 
 
 class Lookup:
@@ -203,12 +215,12 @@ class View:
     read paths, shared by every view of the call, ``written`` what splits set on the object (``serial``)."""
 
     # private: never a name vLLM's objects have
-    __slots__ = ("__ask", "__known", "__written", "__serial", "__root", "__steps", "__type")
+    __slots__ = ("__ask", "__known", "__written", "__serial", "__root", "__steps", "__type", "__key")
 
     def __init__(self, ask: Callable[[Any], Any], known: dict[str, Any], written: Written, serial: int, root: str,
-                 steps: list[Step], type_name: str):
+                 steps: list[Step], type_name: str, key: str | None = None):
         for name, value in (("ask", ask), ("known", known), ("written", written), ("serial", serial), ("root", root),
-                            ("steps", steps), ("type", type_name)):
+                            ("steps", steps), ("type", type_name), ("key", path_key(root, steps) if key is None else key)):
             object.__setattr__(self, f"_View__{name}", value)
 
     def __getattr__(self, name: str) -> Any:
@@ -220,11 +232,10 @@ class View:
         return self.__get(["i", key])
 
     def __setattr__(self, name: str, value: Any) -> None:
-        self.__written.set(self.__serial, path_key(self.__root, [*self.__steps, ["a", name]]), {"local": value})
+        self.__written.set(self.__serial, self.__key_of(["a", name]), {"local": value})
 
     def __delattr__(self, name: str) -> None:
-        self.__written.set(self.__serial, path_key(self.__root, [*self.__steps, ["a", name]]),
-                           {"missing": f"{name} was deleted"})
+        self.__written.set(self.__serial, self.__key_of(["a", name]), {"missing": f"{name} was deleted"})
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"{self.__dotted()} cannot be called from the candidate's sandbox (a split reads "
@@ -234,16 +245,20 @@ class View:
         return f"<{self.__type} {self.__dotted()} (a view from the candidate's sandbox)>"
 
     def __dotted(self) -> str:
-        return self.__root + "".join(f".{k}" if kind == "a" else f"[{k!r}]" for kind, k in self.__steps)
+        return self.__key
+
+    def __key_of(self, step: Step) -> str:
+        """``path_key`` of this view's path and ``step``, extended from the view's own."""
+        kind, name = step
+        return f"{self.__key}.{name}" if kind == "a" else f"{self.__key}[{name!r}]"
 
     def __get(self, step: Step) -> Any:
-        steps = [*self.__steps, step]
-        key = path_key(self.__root, steps)
+        key = self.__key_of(step)
         got = self.__written.get(self.__serial, key) or self.__known.get(key)
         if got is None:
-            got = self.__known[key] = self.__ask({"get": [self.__root, *steps]})
+            got = self.__known[key] = self.__ask({"get": [self.__root, *self.__steps, step]})
         return decode(got, lambda type_name: View(self.__ask, self.__known, self.__written, self.__serial, self.__root,
-                                                  steps, type_name))
+                                                  [*self.__steps, step], type_name, key))
 
 
 def decode(got: Any, view: Callable[[str], View]) -> Any:
