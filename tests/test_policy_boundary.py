@@ -121,3 +121,14 @@ def test_the_sim_tier_reports_a_hang_through_the_protocol(sim, policies, monkeyp
     sleeper = resolve_policy(f"{policies}:sleeps")
     run = sim.run(scenario, Policy(sleeper.name, sleeper.spec, sleeper.split))
     assert [f.kind for f in run.faults] == ["hang"] and run.faults[0].step == 0
+
+
+def test_a_worker_waits_out_a_sandbox_childs_whole_teardown_before_it_calls_a_run_stuck():
+    """The interrupted run's way out may include stopping the candidate's child (the keeper's kill rounds, then
+    the reap): on a loaded machine that is slow, and must not read as the code under test catching the interrupt
+    (a ``hang-ignored-its-deadline`` bundle and a dead worker, where the input is an ordinary ``hang``)."""
+    from fuzz.model.deadline import STUCK_GRACE_S
+    from fuzz.sandbox.channel import REAP_S
+    from fuzz.sandbox.containment import KILL_ROUNDS_S
+
+    assert STUCK_GRACE_S > KILL_ROUNDS_S + REAP_S

@@ -40,7 +40,10 @@ DEADLINE_ENV = "GDNFUZZ_DEADLINE_S"
 DEFAULT_DEADLINE_S = 120.0  # sim and kernel tiers; a sim run of the largest valid scenario takes seconds
 DEADLINE_SIGNAL = signal.SIGRTMIN + 3  # unused by libFuzzer, Python and vLLM
 TICK_S = 0.25  # the watchdog's longest sleep
-STUCK_GRACE_S = 10.0  # after the interrupt: how long a run may take to leave its block (exit_when_stuck)
+# After the interrupt: how long a run may take to leave its block (exit_when_stuck). Longer than the one
+# teardown gdnfuzz itself does on the way out, a sandbox child's (``fuzz.sandbox.channel``: the keeper's kill
+# rounds, then the reap, 20 s at most): a loaded machine's slow teardown is not the code under test stuck.
+STUCK_GRACE_S = 30.0
 STUCK_EXIT = 86  # the exit code of a process ended by exit_when_stuck
 STUCK_LINE = "gdnfuzz-stuck"  # the line it prints before it ends
 
