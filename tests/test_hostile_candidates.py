@@ -104,15 +104,15 @@ def fuzz_with(tmp_path: Path, act: str, **env: str) -> subprocess.CompletedProce
 
 
 def stored_kinds(tmp_path: Path) -> set[str]:
-    """The kinds of the bundles a run stored (``hang``, ``process-exit``...), each bundle holding its scenario.
-    Every input of such a run meets the same fault, but a mutation that changes the engine's configuration
-    changes the signature's suffix (``hang-eagle-family-partial-hits``, ``hang-no-spec``): one bundle each."""
+    """The fault kinds of the bundles a run stored (``hang``, ``process-exit``...), each bundle holding its
+    scenario. Every input of such a run meets the same fault, but a mutation that changes the engine's
+    configuration changes the signature's suffix (``hang-eagle-family-partial-hits``, ``hang-no-spec``): one
+    bundle each."""
     bundles = [d for d in (tmp_path / "crashes").iterdir() if (d / "verdict.json").exists()]
     assert bundles
     for bundle in bundles:
         assert json.loads((bundle / "scenario.json").read_text())["requests"]
-    return {bundle.name.split("-")[0] if not bundle.name.startswith("process-exit") else "process-exit"
-            for bundle in bundles}
+    return {json.loads((bundle / "verdict.json").read_text())["kind"] for bundle in bundles}
 
 
 @pytest.mark.slow

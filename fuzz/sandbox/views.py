@@ -63,7 +63,8 @@ def path_key(root: str, steps: list[Step]) -> str:
     return root + "".join(f".{key}" if kind == "a" else f"[{key!r}]" for kind, key in steps)
 
 
-SNAPSHOT_KEYS = [path_key(root, [["a", n] for n in names]) for root, names in SNAPSHOT]
+SNAPSHOT_PATHS = [(root, [["a", n] for n in names]) for root, names in SNAPSHOT]
+SNAPSHOT_KEYS = [path_key(root, steps) for root, steps in SNAPSHOT_PATHS]
 
 
 # ---------------------------------------------------------------- the deciding process's side
@@ -143,20 +144,10 @@ def _forget(key: int, _: Any) -> None:
 
 def snapshot(roots: dict[str, Any]) -> list[dict[str, Any] | None]:
     """What vLLM's split reads of ``roots`` (``self``, ``request``), sent with the call: one entry per path of
-    :data:`SNAPSHOT`, in its order, each as :func:`encode` gives it, or None where reading the path raised
-    (the child then asks, and meets the error there). Every call reads every path afresh: nothing of the
-    scheduler is assumed constant between calls."""
-    known: list[dict[str, Any] | None] = []
-    for root, names in SNAPSHOT:
-        obj = roots[root]
-        try:
-            for name in names:
-                obj = getattr(obj, name)
-        except Exception:  # noqa: BLE001 - whatever reading raised, the child meets it when the split reads
-            known.append(None)
-            continue
-        known.append({"v": obj} if type(obj) in PLAIN else encode(obj))
-    return known
+    :data:`SNAPSHOT`, in its order, as :func:`_read` gives it, or None where reading the path raised (the child
+    then asks, and meets the error there). Every call reads every path afresh: nothing of the scheduler is
+    assumed constant between calls."""
+    return [None if "missing" in got else got for got in (_read(roots, root, steps) for root, steps in SNAPSHOT_PATHS)]
 
 
 def known_paths(sent: list[Any]) -> dict[str, Any]:
@@ -212,15 +203,16 @@ class Written:
 
 class View:
     """A view of one of the deciding process's objects (module docstring); ``known`` is the call's cache of
-    read paths, shared by every view of the call, ``written`` what splits set on the object (``serial``)."""
+    read paths, shared by every view of the call, ``written`` what splits set on the object (``serial``), ``key``
+    the view's own path as :func:`path_key` writes it."""
 
     # private: never a name vLLM's objects have
     __slots__ = ("__ask", "__known", "__written", "__serial", "__root", "__steps", "__type", "__key")
 
     def __init__(self, ask: Callable[[Any], Any], known: dict[str, Any], written: Written, serial: int, root: str,
-                 steps: list[Step], type_name: str, key: str | None = None):
+                 steps: list[Step], type_name: str, key: str):
         for name, value in (("ask", ask), ("known", known), ("written", written), ("serial", serial), ("root", root),
-                            ("steps", steps), ("type", type_name), ("key", path_key(root, steps) if key is None else key)):
+                            ("steps", steps), ("type", type_name), ("key", key)):
             object.__setattr__(self, f"_View__{name}", value)
 
     def __getattr__(self, name: str) -> Any:
@@ -290,8 +282,8 @@ def decode(got: Any, view: Callable[[str], View]) -> Any:
 
 def views(ask: Callable[[Any], Any], known: dict[str, Any], ids: dict[str, int], written: Written) -> tuple[View, View]:
     """The scheduler and request a sandboxed split is called with."""
-    return (View(ask, known, written, int(ids["self"]), "self", [], "Scheduler"),
-            View(ask, known, written, int(ids["request"]), "request", [], "Request"))
+    return (View(ask, known, written, int(ids["self"]), "self", [], "Scheduler", "self"),
+            View(ask, known, written, int(ids["request"]), "request", [], "Request", "request"))
 
 
 transparent_to_checkouts(__file__)  # a checkout's split reads vLLM's objects through these views
