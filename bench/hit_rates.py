@@ -5,8 +5,8 @@ over their cost.
 
 A source is ``fresh:P`` (``random_scenario`` under profile ``P``) or ``P<Q`` (one ``mutate_scenario`` under
 ``P`` of one of ``--parents`` fresh scenarios of ``Q``, the way the mixture's profile ``P`` mutates an input
-profile ``Q`` made). Each input is judged as ``gdnfuzz replay`` judges it (both sides on the sim tier, the
-candidate in its sandbox child); a hit is a candidate-side signature of the ``--fail-on`` class (vLLM's own
+profile ``Q`` made). Each input is judged as ``gdnfuzz replay`` judges it (``fuzz.reduce.minimize.signature_of``:
+both sides on the sim tier, the candidate in its sandbox child); a hit is a candidate-side signature of the ``--fail-on`` class (vLLM's own
 ``both-side-``/``reference-side-`` findings do not count). Prints one row per source: hits over inputs judged
 (a configuration vLLM rejects is not judged), seconds per input, hits per second. Asserts nothing.
 
@@ -16,7 +16,7 @@ candidate in its sandbox child); a hit is a candidate-side signature of the ``--
 Measured with that command (2026-12-05, idle machine, 5 min): fresh batch 9/100 (1.22 s an input, 0.074
 hits/s), batch mutating batch 5/98 (1.10 s, 0.046/s), batch mutating prefill 1/99 (0.17 s, 0.059/s), fresh
 chat 1/100 (0.33 s), chat mutating prefill 0/99, fresh prefill 0/100 (0.02 s). Counts this small are
-noisy: an earlier 150-input probe of the same judging gave batch mutating batch 18/150 and batch mutating
+noisy: an earlier 150-input probe judging the same way gave batch mutating batch 18/150 and batch mutating
 prefill 0/147. Every batch source is worth 0.05-0.1 hits a second, so a 90 s run finds this mutant about as
 often as its batch-shaped seconds allow.
 """
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fuzz.oracle.verdict import FailOn, finding_signature, reference_is_wrong  # noqa: E402
+from fuzz.oracle.verdict import FailOn, reference_is_wrong  # noqa: E402
 from fuzz.search.profiles import PROFILES  # noqa: E402
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def source_maker(source: str, parents: int, seed: int) -> Callable[[random.Rando
 def rate(source: str, candidate: Policy, reference: Policy, fail_on: FailOn, args: argparse.Namespace) -> str:
     """One source's row: its ``--count`` inputs judged."""
     from fuzz.errors import ConfigRejected
-    from fuzz.oracle.differential import replay
+    from fuzz.reduce.minimize import signature_of
 
     make, rng = source_maker(source, args.parents, args.seed), random.Random(args.seed + 1)
     hits = judged = 0
@@ -72,11 +72,10 @@ def rate(source: str, candidate: Policy, reference: Policy, fail_on: FailOn, arg
     for _ in range(args.count):
         scenario = make(rng)
         try:
-            replayed = replay(scenario, candidate, reference)
+            sig = signature_of(scenario, candidate, reference, fail_on=fail_on)
         except ConfigRejected:
             continue
         judged += 1
-        sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
         hits += sig != "clean" and not reference_is_wrong(sig)
     seconds = time.monotonic() - started
     return (f"| {source} | {hits}/{judged} | {hits / max(judged, 1):.3f} | {seconds / args.count:.2f} "
