@@ -58,6 +58,14 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTAINED = "fuzz.sandbox.channel"  # ``python -m`` it: an exec'd child, contained (``contained_main``)
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)  # what crosses is acyclic
+
+
+def line_of(message: dict[str, Any]) -> bytes:
+    """``message`` as the one line of JSON that crosses the channel."""
+    return _ENCODER.encode(message).encode() + b"\n"
+
+
 class ChildFailed(Exception):
     """The child did not answer: ``how`` says what happened, in words that follow "the process ..."."""
 
@@ -144,7 +152,7 @@ class JsonChild:
     def _send(self, message: dict[str, Any]) -> None:
         assert self.sock is not None
         try:
-            self.sock.sendall(json.dumps(message).encode() + b"\n")
+            self.sock.sendall(line_of(message))
         except OSError:
             raise self._gone() from None
 
@@ -323,7 +331,7 @@ def serve(fd: int, ready: Callable[[], dict[str, Any]], handle: Handler) -> None
     reader = channel.makefile("rb")
 
     def send(answer: dict[str, Any]) -> None:
-        channel.sendall(json.dumps(answer).encode() + b"\n")
+        channel.sendall(line_of(answer))
 
     def ask(question: Any) -> Any:
         send({"ask": question})

@@ -4,7 +4,7 @@ end of its channel (``fuzz.sandbox.channel``; started as ``MODULE FD SYS_PATH_JS
 Requests and answers (one JSON object each):
 - ``{"op": "resolve", "spec": S}`` -> ``{"policy": {"source": [file, line]}}`` or
   ``{"input_error": one line}`` (the policy cannot be used: exit 2 in the parent);
-- ``{"op": "split", "spec": S, "args": [num_new_tokens, local, external], "known": [...], "ids": {...}}`` ->
+- ``{"op": "split", "spec": S, "args": [num_new_tokens, local, external], "snapshot": {...}, "ids": {...}}`` ->
   ``{"value": V}`` (what the split returned, where it is a JSON value), ``{"other": description}`` (it
   returned something else) or ``{"raised": description}``; while the split runs, reading the scheduler
   or the request asks the parent (``fuzz.sandbox.views``).
@@ -26,7 +26,7 @@ from fuzz.errors import InputError
 from fuzz.model.checkout import unfit_for_installed
 from fuzz.model.policies import Policy, describe_value, load_policy
 from fuzz.sandbox.channel import Ask, serve
-from fuzz.sandbox.views import Written, known_paths, views
+from fuzz.sandbox.views import Known, Written, views
 from fuzz.verbosity import follow_environment
 
 follow_environment()  # first in a fork server's preload: before it imports vLLM, whose import warns
@@ -48,7 +48,7 @@ def _resolve(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
 
 def _split(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
     split = _policy(request["spec"]).split
-    scheduler, vllm_request = views(ask, known_paths(request["known"]), request["ids"], _written)
+    scheduler, vllm_request = views(ask, Known(request["snapshot"]), request["ids"], _written)
     try:
         got = split(scheduler, vllm_request, *request["args"])
     except BaseException as exc:  # noqa: BLE001 - whatever the split raises is its answer, reported by the parent

@@ -58,7 +58,7 @@ class RemoteSplit:
     def __call__(self, scheduler: Any, request: Any, num_new_tokens: int, num_new_local_computed_tokens: int = 0,
                  num_external_computed_tokens: int = 0) -> Any:
         roots = {"self": scheduler, "request": request}
-        message = {"op": "split", "spec": self.spec, "known": snapshot(roots), "ids": identities(roots),
+        message = {"op": "split", "spec": self.spec, "snapshot": snapshot(roots), "ids": identities(roots),
                    "args": [num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens]}
         asked = lookup(roots)
         try:

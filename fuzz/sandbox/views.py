@@ -32,6 +32,7 @@ import enum
 import functools
 import importlib
 import itertools
+import operator
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -64,7 +65,6 @@ def path_key(root: str, steps: list[Step]) -> str:
 
 
 SNAPSHOT_PATHS = [(root, [["a", n] for n in names]) for root, names in SNAPSHOT]
-SNAPSHOT_KEYS = [path_key(root, steps) for root, steps in SNAPSHOT_PATHS]
 
 
 # ---------------------------------------------------------------- the deciding process's side
@@ -142,17 +142,30 @@ def _forget(key: int, _: Any) -> None:
     _serials.pop(key, None)
 
 
-def snapshot(roots: dict[str, Any]) -> list[dict[str, Any] | None]:
-    """What vLLM's split reads of ``roots`` (``self``, ``request``), sent with the call: one entry per path of
-    :data:`SNAPSHOT`, in its order, as :func:`_read` gives it, or None where reading the path raised (the child
-    then asks, and meets the error there). Every call reads every path afresh: nothing of the scheduler is
-    assumed constant between calls."""
-    return [None if "missing" in got else got for got in (_read(roots, root, steps) for root, steps in SNAPSHOT_PATHS)]
+def snapshot(roots: dict[str, Any]) -> dict[str, Any]:
+    """What vLLM's split reads of ``roots`` (``self``, ``request``), sent with the call, one entry per path of
+    :data:`SNAPSHOT`: under ``plain``, a value of :data:`PLAIN` by the key of the view it is an attribute of and
+    its name (a view starts with them, ``View``); under ``paths``, any other as :func:`encode` gives it, by its
+    path's key. A path whose reading raised is left out (the child asks for it, and meets the error there).
+    Every call reads every path afresh: nothing of the scheduler is assumed constant between calls."""
+    plain: dict[str, dict[str, Any]] = {view_key: {} for view_key in _SNAPSHOT_VIEWS}
+    paths: dict[str, Any] = {}
+    for root, read, view_key, name, key in _SNAPSHOT_READERS:
+        try:
+            value = read(roots[root])
+            if type(value) in PLAIN:
+                plain[view_key][name] = value
+            else:
+                paths[key] = encode(value)
+        except Exception:  # noqa: BLE001, S112 - left out: the child asks, and meets the error there
+            continue
+    return {"plain": plain, "paths": paths}
 
 
-def known_paths(sent: list[Any]) -> dict[str, Any]:
-    """The child's cache of read paths, from what :func:`snapshot` sent (a path that raised is left out)."""
-    return {key: got for key, got in zip(SNAPSHOT_KEYS, sent, strict=True) if got is not None}
+# (root, what reads the path, the key of the view it is an attribute of, the attribute, the path's key)
+_SNAPSHOT_READERS = [(root, operator.attrgetter(".".join(name for _, name in steps)), path_key(root, steps[:-1]),
+                      steps[-1][1], path_key(root, steps)) for root, steps in SNAPSHOT_PATHS]
+_SNAPSHOT_VIEWS = tuple(dict.fromkeys(view_key for _, _, view_key, _, _ in _SNAPSHOT_READERS))
 
 
 class Lookup:
@@ -185,72 +198,109 @@ def lookup(roots: dict[str, Any]) -> Lookup:
 # ---------------------------------------------------------------- the child's side
 
 
+class Known:
+    """What the child knows of the deciding process's objects during one call: ``plain``, the snapshot's plain
+    values by the key of the view they are an attribute of (a view starts with them: ``View``), and ``paths``,
+    every other value read so far (the snapshot's others, then what the child asked), by path key."""
+
+    def __init__(self, sent: Any):
+        plain, paths = sent["plain"], sent["paths"]
+        if type(plain) is not dict or type(paths) is not dict or not all(type(v) is dict for v in plain.values()):
+            raise ValueError("a snapshot that is not the deciding process's")
+        self.plain: dict[str, dict[str, Any]] = plain
+        self.paths: dict[str, Any] = paths
+
+
 class Written:
-    """What splits set on views, kept in the child by (the object's serial, path), the oldest forgotten first."""
+    """What splits set on views (``{"local": value}``, or ``{"missing": why}`` for a delete), kept in the child by
+    the object's serial, the view's key and the attribute's name, the oldest forgotten first."""
 
     def __init__(self) -> None:
-        self.values: OrderedDict[tuple[int, str], dict[str, Any]] = OrderedDict()
+        self.by_view: dict[tuple[int, str], dict[str, dict[str, Any]]] = {}
+        self.order: OrderedDict[tuple[int, str, str], None] = OrderedDict()
 
-    def get(self, serial: int, key: str) -> dict[str, Any] | None:
-        return self.values.get((serial, key))
+    def under(self, serial: int, view_key: str) -> dict[str, dict[str, Any]]:
+        """What was set on the attributes of the view ``view_key`` of object ``serial``, by attribute name."""
+        return self.by_view.get((serial, view_key), {}) if self.by_view else {}
 
-    def set(self, serial: int, key: str, got: dict[str, Any]) -> None:
-        self.values[(serial, key)] = got
-        self.values.move_to_end((serial, key))
-        while len(self.values) > MAX_WRITTEN:
-            self.values.popitem(last=False)
+    def set(self, serial: int, view_key: str, name: str, got: dict[str, Any]) -> None:
+        self.by_view.setdefault((serial, view_key), {})[name] = got
+        self.order[(serial, view_key, name)] = None
+        self.order.move_to_end((serial, view_key, name))
+        while len(self.order) > MAX_WRITTEN:
+            old_serial, old_view, old_name = self.order.popitem(last=False)[0]
+            names = self.by_view[(old_serial, old_view)]
+            del names[old_name]
+            if not names:
+                del self.by_view[(old_serial, old_view)]
 
 
 class View:
-    """A view of one of the deciding process's objects (module docstring); ``known`` is the call's cache of
-    read paths, shared by every view of the call, ``written`` what splits set on the object (``serial``), ``key``
-    the view's own path as :func:`path_key` writes it."""
+    """A view of one of the deciding process's objects (module docstring): ``known`` is what the call knows,
+    shared by every view of the call, ``written`` what splits set on the object (``serial``), ``key`` the view's
+    own path as :func:`path_key` writes it.
+
+    A view lives for one call, and within it a path is looked up at most once: a view starts with the snapshot's
+    plain values of its attributes, and what splits set on them, in its ``__dict__`` (so reading them is Python's
+    own attribute lookup: vLLM's split reads about twenty each call); any other attribute read keeps its value
+    there too, an item read in ``__items``, and a write or delete changes both the kept value and ``written``."""
 
     # private: never a name vLLM's objects have
-    __slots__ = ("__ask", "__known", "__written", "__serial", "__root", "__steps", "__type", "__key")
+    __slots__ = ("__dict__", "__ask", "__call", "__at", "__items")
 
-    def __init__(self, ask: Callable[[Any], Any], known: dict[str, Any], written: Written, serial: int, root: str,
+    def __init__(self, ask: Callable[[Any], Any], known: Known, written: Written, serial: int, root: str,
                  steps: list[Step], type_name: str, key: str):
-        for name, value in (("ask", ask), ("known", known), ("written", written), ("serial", serial), ("root", root),
-                            ("steps", steps), ("type", type_name), ("key", key)):
-            object.__setattr__(self, f"_View__{name}", value)
+        own = object.__setattr__  # this class's own __setattr__ is the split's write
+        own(self, "_View__ask", ask)
+        own(self, "_View__call", (known, written))
+        own(self, "_View__at", (serial, root, steps, type_name, key))
+        own(self, "_View__items", {})
+        kept = self.__dict__
+        kept.update(known.plain.get(key, ()))
+        for name, got in written.under(serial, key).items():
+            if "local" in got:
+                kept[name] = got["local"]
+            else:
+                kept.pop(name, None)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return self.__get(["a", name])
+        value = self.__dict__[name] = self.__get(["a", name])
+        return value
 
     def __getitem__(self, key: Any) -> Any:
-        return self.__get(["i", key])
+        items = self.__items
+        if key not in items:
+            items[key] = self.__get(["i", key])
+        return items[key]
 
     def __setattr__(self, name: str, value: Any) -> None:
-        self.__written.set(self.__serial, self.__key_of(["a", name]), {"local": value})
+        self.__call[1].set(self.__at[0], self.__at[4], name, {"local": value})
+        self.__dict__[name] = value
 
     def __delattr__(self, name: str) -> None:
-        self.__written.set(self.__serial, self.__key_of(["a", name]), {"missing": f"{name} was deleted"})
+        self.__call[1].set(self.__at[0], self.__at[4], name, {"missing": f"{name} was deleted"})
+        self.__dict__.pop(name, None)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"{self.__dotted()} cannot be called from the candidate's sandbox (a split reads "
+        raise TypeError(f"{self.__at[4]} cannot be called from the candidate's sandbox (a split reads "
                         f"attributes of the scheduler and the request, nothing else)")
 
     def __repr__(self) -> str:
-        return f"<{self.__type} {self.__dotted()} (a view from the candidate's sandbox)>"
-
-    def __dotted(self) -> str:
-        return self.__key
-
-    def __key_of(self, step: Step) -> str:
-        """``path_key`` of this view's path and ``step``, extended from the view's own."""
-        kind, name = step
-        return f"{self.__key}.{name}" if kind == "a" else f"{self.__key}[{name!r}]"
+        return f"<{self.__at[3]} {self.__at[4]} (a view from the candidate's sandbox)>"
 
     def __get(self, step: Step) -> Any:
-        key = self.__key_of(step)
-        got = self.__written.get(self.__serial, key) or self.__known.get(key)
+        """What reading ``step`` of this view gives: what a split set, else what the call knows, else the deciding
+        process's answer."""
+        (known, written), (serial, root, steps, _, own_key) = self.__call, self.__at
+        kind, name = step
+        key = f"{own_key}.{name}" if kind == "a" else f"{own_key}[{name!r}]"  # path_key, extended from the view's
+        got = (written.under(serial, own_key).get(name) if kind == "a" else None) or known.paths.get(key)
         if got is None:
-            got = self.__known[key] = self.__ask({"get": [self.__root, *self.__steps, step]})
-        return decode(got, lambda type_name: View(self.__ask, self.__known, self.__written, self.__serial, self.__root,
-                                                  [*self.__steps, step], type_name, key))
+            got = known.paths[key] = self.__ask({"get": [root, *steps, step]})
+        return decode(got, lambda type_name: View(self.__ask, known, written, serial, root, [*steps, step], type_name,
+                                                  key))
 
 
 def decode(got: Any, view: Callable[[str], View]) -> Any:
@@ -280,7 +330,7 @@ def decode(got: Any, view: Callable[[str], View]) -> Any:
     raise error
 
 
-def views(ask: Callable[[Any], Any], known: dict[str, Any], ids: dict[str, int], written: Written) -> tuple[View, View]:
+def views(ask: Callable[[Any], Any], known: Known, ids: dict[str, int], written: Written) -> tuple[View, View]:
     """The scheduler and request a sandboxed split is called with."""
     return (View(ask, known, written, int(ids["self"]), "self", [], "Scheduler", "self"),
             View(ask, known, written, int(ids["request"]), "request", [], "Request", "request"))
