@@ -10,9 +10,10 @@ over the calls). Asserts nothing.
     .venv/bin/python bench/sandbox_cost.py [--candidate bench/mutants/one_line.py:lcp_from_prompt]
         [--profile batch] [--count 20] [--passes 3] [--seed 7]
 
-Measured (2026-12-05, idle machine, the defaults): before the views kept the snapshot's values in their own
-attributes (5e3dc00) sandboxed 0.484 s an input, in this process 0.165 s, 2.93x, 1,048 split calls an input,
-304 us a call; after, 0.300 s against 0.167 s, 1.80x, 127 us a call.
+Measured (2026-12-05, the defaults: 849 split calls an input; two rounds, each running 5e3dc00 and 9bb9ad7
+one after the other; the machine's speed drifts between passes, the in-process figure with it): before the
+snapshot crossed grouped and views kept their reads (5e3dc00) 2.33x and 2.16x, 219 and 245 us a split call;
+after (9bb9ad7) 1.61x and 1.99x, 141 and 167 us a split call.
 """
 
 from __future__ import annotations
