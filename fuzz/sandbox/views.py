@@ -61,7 +61,12 @@ Step = list[Any]  # ["a", attribute name] or ["i", item key]
 def path_key(root: str, steps: list[Step]) -> str:
     """A read path as a key (``self.cache_config.block_size``, ``request.prompt_token_ids[3]``): an attribute
     name holds neither ``.`` nor ``[``, an item's key is written as its ``repr``."""
-    return root + "".join(f".{key}" if kind == "a" else f"[{key!r}]" for kind, key in steps)
+    return root + "".join(_step_key(kind, key) for kind, key in steps)
+
+
+def _step_key(kind: str, key: Any) -> str:
+    """One step of :func:`path_key`: ``.name`` for an attribute, ``[repr]`` for an item."""
+    return f".{key}" if kind == "a" else f"[{key!r}]"
 
 
 SNAPSHOT_PATHS = [(root, [["a", n] for n in names]) for root, names in SNAPSHOT]
@@ -295,7 +300,7 @@ class View:
         process's answer."""
         (known, written), (serial, root, steps, _, own_key) = self.__call, self.__at
         kind, name = step
-        key = f"{own_key}.{name}" if kind == "a" else f"{own_key}[{name!r}]"  # path_key, extended from the view's
+        key = own_key + _step_key(kind, name)  # path_key, extended from the view's own
         got = (written.under(serial, own_key).get(name) if kind == "a" else None) or known.paths.get(key)
         if got is None:
             got = known.paths[key] = self.__ask({"get": [root, *steps, step]})
