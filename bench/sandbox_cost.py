@@ -23,13 +23,18 @@ import contextlib
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from fuzz.search.profiles import PROFILES  # noqa: E402
+
+SPECULATIVE = "sandboxed, speculative"  # as every run with an in-process reference is (fuzz.sandbox.speculation)
+SYNCHRONOUS = "sandboxed, synchronous"  # every call one exchange
+IN_PROCESS = "in this process"
 
 if TYPE_CHECKING:
     from fuzz.model.scenario import Scenario
@@ -51,6 +56,7 @@ def main() -> None:
     from fuzz.model.policies import Policy, load_policy, resolve_policy
     from fuzz.sandbox.channel import fork_here, quiet_children
     from fuzz.sandbox.scope import ambient
+    from fuzz.sandbox.speculation import synchronous
     from fuzz.search.generate import random_scenario
     from fuzz.search.harness import settle_heap
     from fuzz.tiers import executor_for
@@ -68,8 +74,10 @@ def main() -> None:
         calls[0] += 1
         return in_process.split(*call)
 
-    ways: dict[str, Policy] = {"sandboxed": resolve_policy(args.candidate),
-                               "in this process": replace(in_process, split=counted)}
+    sandboxed = resolve_policy(args.candidate)
+    ways: dict[str, tuple[Policy, Callable[[], Any]]] = {
+        SPECULATIVE: (sandboxed, contextlib.nullcontext), SYNCHRONOUS: (sandboxed, synchronous),
+        IN_PROCESS: (replace(in_process, split=counted), contextlib.nullcontext)}
     executor = executor_for("sim")
 
     def run_all(policy: Policy, some: list[Scenario]) -> None:
@@ -77,25 +85,26 @@ def main() -> None:
             with contextlib.suppress(ConfigRejected):  # a configuration vLLM rejects runs nothing
                 executor.run(scenario, policy, reference)
 
-    for policy in ways.values():  # vLLM configs built and the child started before anything is timed
-        run_all(policy, scenarios[:2])
+    for policy, way in ways.values():  # vLLM configs built and the child started before anything is timed
+        with way():
+            run_all(policy, scenarios[:2])
     settle_heap()
     best = dict.fromkeys(ways, float("inf"))
     for _ in range(args.passes):
-        for name, policy in ways.items():
+        for name, (policy, way) in ways.items():
             calls[0] = 0
             started = time.perf_counter()
-            run_all(policy, scenarios)
+            with way():
+                run_all(policy, scenarios)
             best[name] = min(best[name], (time.perf_counter() - started) / len(scenarios))
-            if name == "in this process":
+            if name == IN_PROCESS:
                 per_input = calls[0] / len(scenarios)
-    sandboxed, local = best["sandboxed"], best["in this process"]
-    print(f"{args.candidate}, {args.count} {args.profile} scenarios, fastest of {args.passes} passes")
-    print(f"sandboxed        {sandboxed:.3f} s an input")
-    print(f"in this process  {local:.3f} s an input")
-    print(f"ratio            {sandboxed / local:.2f}x")
-    print(f"split calls      {per_input:,.0f} an input")
-    print(f"sandbox cost     {(sandboxed - local) / per_input * 1e6:.0f} us a split call")
+    local = best[IN_PROCESS]
+    print(f"{args.candidate}, {args.count} {args.profile} scenarios, fastest of {args.passes} passes, "
+          f"{per_input:,.0f} split calls an input")
+    for name in ways:
+        print(f"{name:24} {best[name]:.3f} s an input  {best[name] / local:.2f}x  "
+              f"{(best[name] - local) / per_input * 1e6:4.0f} us a split call over in-process")
 
 
 if __name__ == "__main__":

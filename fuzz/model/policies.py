@@ -105,6 +105,12 @@ class CandidateGone(BaseException):
         self.kind, self.detail = kind, detail
 
 
+class Rewind(BaseException):
+    """A speculative run of a sandboxed split left the path its candidate chose (``fuzz.sandbox.speculation``):
+    the tier makes the run again. A BaseException, like :class:`CandidateGone`, so nothing in vLLM or the
+    split's contract takes it for the split's answer."""
+
+
 class SplitRaised(Exception):
     """A sandboxed split raised: ``description`` is what it raised, as :func:`describe_value` words it there."""
 
@@ -259,7 +265,8 @@ def contract_checked(split: SplitFn, on_violation: ContractViolation) -> SplitFn
     gives 0. So a policy's answer is a finding, never a crash inside vLLM nor an exit of gdnfuzz. A
     sandboxed policy's answers are checked here, in the deciding process, the same way (what it raised
     there arrives as :class:`SplitRaised`). Only :class:`~fuzz.model.deadline.DeadlineExceeded`,
-    :class:`CandidateGone` (the tier turns them into ``hang`` and ``process-exit`` faults) and, for a
+    :class:`CandidateGone` (the tier turns them into ``hang`` and ``process-exit`` faults), :class:`Rewind` (the
+    tier makes a speculative run again) and, for a
     checkout's split that reaches for what the installed vLLM lacks, :class:`~fuzz.model.checkout.CheckoutMismatch`
     (bad input, not the split's answer) pass through. (A real ^C that lands inside a policy call is one
     of those exceptions; the next ^C stops the run.)
@@ -269,7 +276,7 @@ def contract_checked(split: SplitFn, on_violation: ContractViolation) -> SplitFn
                 num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
         try:
             got = split(self, request, num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens)
-        except (DeadlineExceeded, CandidateGone, CheckoutMismatch):
+        except (DeadlineExceeded, CandidateGone, CheckoutMismatch, Rewind):
             raise
         except BaseException as exc:  # noqa: BLE001 - whatever a policy raises is its finding, never our exit
             unfit = unfit_for_installed(exc)

@@ -14,6 +14,8 @@ Invariants:
 - an answer is one line of at most :data:`MAX_LINE` bytes that decodes to a JSON object; anything else
   is :class:`ChildBroken`; a child may ask the parent questions in the middle of a request
   (``{"ask": ...}``), which the caller's ``answer`` answers, within the same bound;
+- requests may also be sent without waiting (:meth:`JsonChild.send`) and their answers read later
+  (:meth:`JsonChild.ready_answers`, :meth:`JsonChild.read`): the child answers in the order it was asked;
 - the child's stdout is the parent's stderr (what the code it runs prints never mixes with the
   parent's output), or nowhere in a process whose stderr is read by another (:func:`quiet_children`), and
   its stdin is empty;
@@ -141,13 +143,53 @@ class JsonChild:
         asks (``{"ask": ...}`` lines, :func:`serve`'s ``ask``), ``answer`` answers it; ``timeout`` bounds the
         whole exchange."""
         self.start()
-        due = time.monotonic() + timeout
         self._send(message)
+        return self._answer(time.monotonic() + timeout, timeout, answer)
+
+    def resume(self, question: Any, timeout: float, answer: Asked) -> dict[str, Any]:
+        """Answer ``question``, which the child asked in the middle of a request and waits on, and go on as
+        :meth:`call` does."""
+        self._send({"answered": answer(question)})
+        return self._answer(time.monotonic() + timeout, timeout, answer)
+
+    def _answer(self, due: float, timeout: float, answer: Asked | None) -> dict[str, Any]:
         while True:
             got = self._read(max(due - time.monotonic(), 0.0), "answer", timeout)
             if "ask" not in got or answer is None:
                 return got
             self._send({"answered": answer(got["ask"])})
+
+    def send(self, *messages: dict[str, Any]) -> None:
+        """Send ``messages`` without waiting for anything back (speculative calls: ``fuzz.sandbox.speculation``,
+        which keeps few enough in flight that this never blocks). Where the child is gone nothing is sent: reading
+        its answers says how it ended, after the answers it sent before (no other child is started in its place:
+        that is :meth:`start`'s, before the first)."""
+        assert self.sock is not None
+        with contextlib.suppress(OSError):
+            self.sock.sendall(b"".join(map(line_of, messages)))
+
+    def ready_answers(self) -> list[dict[str, Any]]:
+        """Every whole answer the child has sent that is here now, without waiting; :class:`ChildFailed` where
+        none is and the child is gone (or it sent garbage)."""
+        assert self.sock is not None
+        ended = False
+        while not ended and select.select([self.sock], [], [], 0)[0]:
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except OSError:
+                chunk = b""
+            ended = not chunk
+            self.buffer += chunk
+        answers = []
+        while b"\n" in self.buffer:
+            answers.append(self._read(0.0, "answer"))
+        if ended and not answers:
+            raise self._gone()
+        return answers
+
+    def read(self, timeout: float, what: str = "answer") -> dict[str, Any]:
+        """The child's next answer, waiting up to ``timeout`` (:class:`ChildFailed` otherwise)."""
+        return self._read(timeout, what)
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.sock is not None
@@ -316,12 +358,13 @@ class ForkedChild:
 
 Asked = Callable[[Any], Any]  # the parent's answer to what a child asks in the middle of a request
 Ask = Callable[[Any], Any]  # the child's side: ask the parent, get its answer
-Handler = Callable[[dict[str, Any], Ask], dict[str, Any]]
+Handler = Callable[[dict[str, Any], Ask], dict[str, Any] | None]
 
 
 def serve(fd: int, ready: Callable[[], dict[str, Any]], handle: Handler) -> None:
-    """The child's side: send ``ready()``, then answer each line with ``handle(line, ask)`` until EOF;
-    ``ask(question)`` sends ``{"ask": question}`` and returns the parent's answer (:meth:`JsonChild.call`).
+    """The child's side: send ``ready()``, then answer each line with ``handle(line, ask)`` until EOF (a None
+    answer is not sent: a speculative call dropped); ``ask(question)`` sends ``{"ask": question}`` and returns
+    the parent's answer (:meth:`JsonChild.call`), dropping what the parent sent before it read the question.
 
     The channel is moved off ``fd`` first and stdout is pointed at stderr, so nothing the served code
     prints can be read as an answer by accident."""
@@ -335,14 +378,18 @@ def serve(fd: int, ready: Callable[[], dict[str, Any]], handle: Handler) -> None
 
     def ask(question: Any) -> Any:
         send({"ask": question})
-        line = reader.readline()
-        if not line:
-            raise SystemExit(0)  # the parent is gone
-        return json.loads(line)["answered"]
+        for line in reader:
+            got = json.loads(line)
+            if "answered" in got:
+                return got["answered"]
+            # else sent before the parent read the question: speculative calls it will make again, dropped
+        raise SystemExit(0)  # the parent is gone
 
     send(ready())
     for line in reader:
-        send(handle(json.loads(line), ask))
+        answer = handle(json.loads(line), ask)
+        if answer is not None:
+            send(answer)
 
 
 if __name__ == "__main__":  # ``python -m fuzz.sandbox.channel SCRATCH MODULE FD ARGS...``: an exec'd child

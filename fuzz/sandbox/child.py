@@ -7,7 +7,11 @@ Requests and answers (one JSON object each):
 - ``{"op": "split", "spec": S, "args": [num_new_tokens, local, external], "snapshot": {...}, "ids": {...}}`` ->
   ``{"value": V}`` (what the split returned, where it is a JSON value), ``{"other": description}`` (it
   returned something else) or ``{"raised": description}``; while the split runs, reading the scheduler
-  or the request asks the parent (``fuzz.sandbox.views``).
+  or the request asks the parent (``fuzz.sandbox.views``);
+- the same with ``"expect": E``: a speculative call (``fuzz.sandbox.speculation``), answered the same way while
+  every earlier speculative call was answered ``{"value": E}`` with the ``E`` it expected and asked nothing;
+  once one was not, the later ones of its ``"run"`` are dropped without an answer (they were made on a path
+  the split did not choose); ``{"op": "settle"}`` -> ``{"settled": true}``, once every earlier call is answered.
 Anything else that goes wrong is ``{"failed": one line}``.
 
 Invariant: nothing here decides anything. The split gets views of the deciding process's scheduler and
@@ -26,6 +30,7 @@ from fuzz.errors import InputError
 from fuzz.model.checkout import unfit_for_installed
 from fuzz.model.policies import Policy, describe_value, load_policy
 from fuzz.sandbox.channel import Ask, serve
+from fuzz.sandbox.speculation import agrees
 from fuzz.sandbox.views import Known, Written, views
 from fuzz.verbosity import follow_environment
 
@@ -69,10 +74,43 @@ def answer(got: Any) -> dict[str, Any]:
     return {"other": describe_value(got)}
 
 
-OPS = {"resolve": _resolve, "split": _split}
+class _Speculating:
+    """The speculative run (``run``) whose calls are dropped: one of its calls was answered otherwise than the
+    deciding process expected, or asked it something, so every later one was made on a path the split did not
+    choose (on the expected answer's, or while the question waited)."""
+
+    left: Any = None
 
 
-def handle(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
+def _call(request: dict[str, Any], ask: Ask) -> dict[str, Any] | None:
+    """A split call; one with ``expect`` is speculative (``fuzz.sandbox.speculation``): answered (whatever the
+    answer) while its run is on the chosen path, dropped unanswered after it left."""
+    if "expect" not in request:
+        return _split(request, ask)
+    run = request.get("run")
+    if run == _Speculating.left:
+        return None
+    asked = []
+
+    def noted(question: Any) -> Any:
+        asked.append(question)
+        return ask(question)
+
+    _Speculating.left = run  # until the answer is known to agree (a split that ends this process answers nothing)
+    got = _split(request, noted)
+    if not asked and agrees(got, request["expect"]):
+        _Speculating.left = None
+    return got
+
+
+def _settle(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
+    return {"settled": True}
+
+
+OPS = {"resolve": _resolve, "split": _call, "settle": _settle}
+
+
+def handle(request: dict[str, Any], ask: Ask) -> dict[str, Any] | None:
     try:
         return OPS[request["op"]](request, ask)
     except InputError as exc:

@@ -22,7 +22,7 @@ from fuzz.model.checkout import CheckoutMismatch
 from fuzz.model.deadline import deadline_seconds
 from fuzz.model.policies import CandidateGone, SplitRaised
 from fuzz.sandbox.channel import ChildFailed, ChildTimedOut, JsonChild
-from fuzz.sandbox.views import identities, lookup, snapshot
+from fuzz.sandbox.views import Lookup, identities, lookup, snapshot
 
 GRACE_S = 15.0  # beyond the tier's own deadline: the answer's transfer, a busy machine
 
@@ -58,16 +58,35 @@ class RemoteSplit:
     def __call__(self, scheduler: Any, request: Any, num_new_tokens: int, num_new_local_computed_tokens: int = 0,
                  num_external_computed_tokens: int = 0) -> Any:
         roots = {"self": scheduler, "request": request}
-        message = {"op": "split", "spec": self.spec, "snapshot": snapshot(roots), "ids": identities(roots),
-                   "args": [num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens]}
+        message = self.message(roots, (num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens))
         asked = lookup(roots)
+        return self.answer_of(self.exchange(message, asked), asked)
+
+    def refresh(self) -> None:
+        """Take the child this policy's calls go to now (a scope may have started another since)."""
+
+    def message(self, roots: dict[str, Any], args: tuple[int, int, int]) -> dict[str, Any]:
+        """The request for one call of the split on ``roots`` (``self``, ``request``) with ``args``."""
+        return {"op": "split", "spec": self.spec, "snapshot": snapshot(roots), "ids": identities(roots),
+                "args": list(args)}
+
+    def exchange(self, message: dict[str, Any] | None, asked: Lookup, question: Any = None) -> dict[str, Any]:
+        """Send ``message`` and return the child's answer, its questions answered by ``asked``; or, with no
+        ``message``, answer ``question``, which the child asked in a call it has already (and waits on), and
+        go on the same way."""
+        bound = run_bound(deadline_seconds())
         try:
-            answer = self.child.call(message, run_bound(deadline_seconds()), asked)
+            return self.child.call(message, bound, asked) if message is not None else \
+                self.child.resume(question, bound, asked)
         except ChildFailed as exc:
             raise gone(exc, self.spec) from None
         except BaseException:
             self.child.kill()  # interrupted mid-exchange: its answer must never be read as the next call's
             raise
+
+    def answer_of(self, answer: dict[str, Any], asked: Lookup) -> Any:
+        """What the split returned, as the child's ``answer`` says (what it raised is raised here); ``asked``:
+        what this process answered during the call."""
         if "value" in answer:
             return answer["value"]
         if "unfit" in answer:  # bad input, not the split's answer: it stops the run (exit 2) ...

@@ -98,8 +98,11 @@ class _KeptSplit(RemoteSplit):
         self.scope = scope
         super().__init__(scope.child(spec), spec)
 
-    def __call__(self, *args: Any) -> Any:
+    def refresh(self) -> None:
         self.child = self.scope.child(self.spec)
+
+    def __call__(self, *args: Any) -> Any:
+        self.refresh()
         return super().__call__(*args)
 
 

@@ -143,6 +143,14 @@ def identities(roots: dict[str, Any]) -> dict[str, int]:
     return found
 
 
+def assume_identities(roots: dict[str, Any], ids: dict[str, int]) -> None:
+    """Give each root object the serial ``ids`` names for it: an object that stands for one an earlier run had at
+    the same call (``fuzz.sandbox.speculation``'s replay), whose serial the child knows it by."""
+    for name, obj in roots.items():
+        with contextlib.suppress(TypeError):
+            _serials[id(obj)] = (weakref.ref(obj, functools.partial(_forget, id(obj))), int(ids[name]))
+
+
 def _forget(key: int, _: Any) -> None:
     _serials.pop(key, None)
 

@@ -30,7 +30,7 @@ from fuzz.model.deadline import DeadlineExceeded, deadline_seconds, run_deadline
 from fuzz.model.decision import DisagreementProbe
 from fuzz.model.drive import Drive
 from fuzz.model.knobs import unsupported_reason
-from fuzz.model.policies import CandidateGone, Policy, contract_checked
+from fuzz.model.policies import CandidateGone, Policy, Rewind, contract_checked
 from fuzz.model.result import Fault, PoisonedSlot, RequestOutcome, RunResult, RunStatus, StepRecord, exception_stack
 from fuzz.model.scenario import (
     MAX_CONTEXT,
@@ -41,6 +41,7 @@ from fuzz.model.scenario import (
     required_kv_blocks,
 )
 from fuzz.model.scenario import Request as ScenarioRequest
+from fuzz.sandbox.speculation import Speculation
 from fuzz.tiers import BaseExecutor
 from workers.sim.block_hashes import memoized_block_hasher
 from workers.sim.branch import BranchRaised, BranchRunner
@@ -101,7 +102,16 @@ class SimExecutor(BaseExecutor):
 
     def run(self, scenario: Scenario, policy: Policy, reference: Policy | None = None) -> RunResult:
         """``scenario`` under ``policy``; with a ``reference`` (not a whole branch, nor equal to the policy),
-        the run's first split decision where the two disagree is recorded (``fuzz.model.decision``)."""
+        the run's first split decision where the two disagree is recorded (``fuzz.model.decision``). A sandboxed
+        policy with an in-process reference is run speculatively (``fuzz.sandbox.speculation``): the result is
+        the same, made without waiting on the policy's child at each call where it answers as the reference."""
+        speculation = Speculation.of(policy, reference)
+        if speculation is None:
+            return self._run(scenario, policy, reference)
+        return speculation.result(lambda split, probed: self._run(scenario, replace(policy, split=split),
+                                                                  reference if probed else None))
+
+    def _run(self, scenario: Scenario, policy: Policy, reference: Policy | None = None) -> RunResult:
         probe = None
         if reference is not None and reference.checkout is None and policy.checkout is None and reference != policy:
             probe = DisagreementProbe(policy.split, reference.split)
@@ -158,6 +168,10 @@ class SimExecutor(BaseExecutor):
         try:
             with run_deadline():
                 self._loop(run)
+        except Rewind:
+            if not run.branch:
+                release_scheduler(scheduler)
+            raise
         except DeadlineExceeded:
             result.faults.append(Fault(kind="hang", detail=f"the run passed its {deadline_seconds():g} s deadline "
                                        f"in step {run.step}", step=run.step))
