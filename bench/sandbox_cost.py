@@ -1,10 +1,11 @@
 """What running a candidate in its sandbox child costs a fuzzing input: the same scenarios run on the sim tier with
-the candidate sandboxed (``resolve_policy``, as every fuzzing worker runs a user's candidate: each split call one
-exchange with its child, forked from this process as a worker's is) and loaded in this process (``load_policy``: a
-benchmark's own mutant is trusted code), in alternating passes, in one process.
+the candidate sandboxed (``resolve_policy``, as every fuzzing worker runs a user's candidate, its child forked from
+this process as a worker's is), speculatively (as every run with an in-process reference is:
+``fuzz.sandbox.speculation``) and synchronously (each split call one exchange), and loaded in this process
+(``load_policy``: a benchmark's own mutant is trusted code), in alternating passes, in one process.
 
 Prints, for each way, the fastest pass's seconds per input (this machine is shared: the fastest pass is the least
-disturbed), the ratio of the two, the split calls per input, and the sandbox's cost per split call (the difference
+disturbed), its ratio to in-process, the split calls per input, and the sandbox's cost per split call (the difference
 over the calls). Asserts nothing.
 
     .venv/bin/python bench/sandbox_cost.py [--candidate bench/mutants/one_line.py:lcp_from_prompt]
@@ -13,7 +14,8 @@ over the calls). Asserts nothing.
 Measured (2026-12-05, the defaults: 849 split calls an input; two rounds, each running 5e3dc00 and 9bb9ad7
 one after the other; the machine's speed drifts between passes, the in-process figure with it): before the
 snapshot crossed grouped and views kept their reads (5e3dc00) 2.33x and 2.16x, 219 and 245 us a split call;
-after (9bb9ad7) 1.61x and 1.99x, 141 and 167 us a split call.
+after (9bb9ad7) 1.61x and 1.99x, 141 and 167 us a split call. With speculative runs (``fuzz.sandbox.speculation``,
+the same day): speculative 1.33x, 54 us a split call over in-process; synchronous 1.83x, 136 us.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """The split of a sandboxed policy as the deciding process calls it: each call is one exchange with the
 policy's child (``fuzz.sandbox.child``), which gets the call's arguments and views of the scheduler and
-the request (``fuzz.sandbox.views``) and sends back the split's answer.
+the request (``fuzz.sandbox.views``) and sends back the split's answer. (A run judged against an in-process
+reference sends its calls without waiting, and uses this exchange from the first call where the child's answer
+was not the reference's: ``fuzz.sandbox.speculation``.)
 
 Invariants:
 - the scheduler the split decides for, the runner mirror, the audit and the judge all run in the

@@ -2,32 +2,34 @@
 candidate's child answers the same calls on the other core, and is kept only where the child answered each
 exactly so.
 
-A sandboxed split's call is one exchange with its child (``fuzz.sandbox.remote``), about 120-200 us, and a long
-generation makes a thousand calls, nearly all of them answered exactly as the reference answers (a decode
-step's split returns what it is offered). With an in-process reference (the sim tier's runs with a
-reference; ``vllm`` is one), a :class:`Speculation` answers each call with the reference's answer at once and
-sends the call, with that expected answer, without waiting (``JsonChild.send``); the child answers in order
-(``fuzz.sandbox.child``) and the answers are read as they come (:func:`agrees`). The run that results is kept
-where every answer agreed and the child asked nothing: then every call was made on exactly the state the
-synchronous run would have made it on, and got the same answer, so the two runs are one.
+A sandboxed split's call is one exchange with its child (``fuzz.sandbox.remote``), 140-170 us here, and a long
+generation makes a thousand calls, nearly all of them answered as the reference answers them (a decode step's
+split returns what it is offered). With an in-process reference (``vllm``, the default, is one), a run's split
+(:meth:`Speculation.result`) answers each call with the reference's answer at once and sends the call with that
+expected answer without waiting, :data:`TOGETHER` to a write; the child answers in order (``fuzz.sandbox.child``)
+and the answers are read as they come (:func:`agrees`). The run is kept where every answer agreed and the child
+asked nothing: then each call was made on the state the synchronous run would have made it on and got the
+same answer, so the two runs are one.
 
-Otherwise the first call that departed (answered otherwise, asked the deciding process something, or never
-answered: the child ended, or the run's deadline passed while it worked) is where the run is made again by
-:meth:`Speculation.split`'s next split, a replay: the calls before it answered as the child answered them (without
-sending them again), the departing call given the child's answer it already has (or its question answered
-from the replay's live objects, the child still waiting in that call; or the fault the child's end or the
-deadline is), and every later call exchanged synchronously.
+Otherwise the first call that departed (answered otherwise, asked the deciding process something, or was never
+answered: the child ended, or the run's deadline passed while it worked on it) is where the run is made again,
+by a replay: the calls before it answered as the child answered them (none sent again), the departing call
+given the child's answer (or its question answered from the replay's live objects, the child still waiting in
+that call; or the fault its end or the deadline is), and every later call exchanged synchronously.
 
 Invariants:
-- a run's result is the synchronous run's: same answers at the same calls on the same states (the replay
-  checks that each call it answers from the record is made on the very snapshot and arguments the child
-  answered; where one is not, the run is made a third time, synchronously from the start with a fresh child);
+- a run's result is the synchronous run's: the same answers at the same calls on the same states (the replay
+  checks that each call the child saw is made on the very snapshot and arguments it was sent with; where one is
+  not, the run is made a third time, synchronously from the start with a fresh child);
 - the child sees each call of the synchronous run once, in order, and no other: a speculative call made after
   the first that departed is dropped unanswered in the child, and the replay sends none of the calls the child
-  has answered. The replay's scheduler and requests take the serials the speculative run's had at the same
-  calls (``fuzz.sandbox.views.assume_identities``), so what the split set on them stays set;
-- nothing of the trust boundary changes: the same messages cross, and what is taken from the child is still
-  its answers, judged here by the split's contract as any other.
+  has seen. The replay's scheduler and requests take the serials the speculative run's had at the same calls
+  (``fuzz.sandbox.views.assume_identities``), so what the split set on them stays set;
+- the trust boundary is the sandbox's: what is taken from the child is its answers, judged here by the split's
+  contract as any other, and a child that answers a call it was not sent, or says it is settled before it has
+  answered every call, is killed (the run's fault). The child learns the reference's answer to each speculative
+  call: nothing it could not compute itself (the built-in references are the installed vLLM's code and
+  gdnfuzz's own).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from fuzz.model.deadline import DeadlineExceeded, deadline_seconds
 from fuzz.model.decision import SplitFn, ask
 from fuzz.model.policies import Policy, Rewind
 from fuzz.model.result import RunResult
-from fuzz.sandbox.channel import ChildFailed, ChildTimedOut
+from fuzz.sandbox.channel import ChildBroken, ChildFailed, ChildTimedOut
 from fuzz.sandbox.remote import RemoteSplit, gone
 from fuzz.sandbox.views import assume_identities, lookup, snapshot
 
@@ -165,6 +167,9 @@ class Speculation:
 
     def _take(self, answers: list[dict[str, Any]]) -> None:
         for answer in answers:
+            if self.agreed == self.flushed:  # an answer to a call not sent: the channel is not the child's protocol
+                self.remote.child.kill()
+                raise ChildBroken("answered a call it was not sent and was killed")
             if "ask" in answer:
                 self.settling = False  # a child waiting on its question drops the settle
                 self._depart(Departure(self.agreed, question=answer["ask"]))
@@ -186,10 +191,10 @@ class Speculation:
             self.settling = True
             while True:
                 answer = child.read(deadline_seconds())
-                if "settled" in answer:
+                if "settled" in answer and self.agreed == self.flushed:
                     self.settling = False
                     return
-                self._take([answer])
+                self._take([answer])  # (a ``settled`` before every answer: not the protocol, the child is killed)
         except ChildTimedOut:
             self._depart(Departure(self.agreed, deadline=True))
         except ChildFailed as exc:

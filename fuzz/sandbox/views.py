@@ -130,7 +130,8 @@ _next_serial = itertools.count(1)
 
 def identities(roots: dict[str, Any]) -> dict[str, int]:
     """A serial number per root object, the same for the object's whole life and never another's (by
-    identity, whatever the object's own ``==`` says)."""
+    identity, whatever the object's own ``==`` says), but the object a replay's object stands for
+    (:func:`assume_identities`)."""
     found = {}
     for name, obj in roots.items():
         held = _serials.get(id(obj))
