@@ -5,12 +5,13 @@ whose answers depend on every call their child has seen (``tests/speculation_pol
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from fuzz.model.policies import resolve_policy
-from fuzz.sandbox.speculation import synchronous
+from fuzz.sandbox.speculation import Speculation, synchronous
 from fuzz.search.generate import random_scenario
 from fuzz.search.profiles import PROFILES
 
@@ -50,3 +51,22 @@ def test_a_child_that_ends_raises_or_hangs_mid_run_is_the_same_fault_at_the_same
     speculative, synchronous_run = _both(sim, scenario, candidate, reference)
     assert speculative == synchronous_run
     assert [f["kind"] for f in speculative["faults"]] == [kind]
+
+
+def test_a_call_the_reference_gives_nothing_to_expect_is_exchanged_after_the_calls_before_it_settle(sim):
+    candidate, reference = resolve_policy(f"{POLICIES}:counting"), resolve_policy("vllm")
+    scenario = _scenarios(2)[1]
+    calls = []
+
+    def silent_at_the_fifth(*args):  # a reference that raises at one call: nothing to expect there
+        calls.append(args)
+        if len(calls) == 5:
+            raise ValueError("no answer")
+        return reference.split(*args)
+
+    speculation = Speculation(candidate.split, silent_at_the_fifth)
+    speculative = speculation.result(lambda split, probed: sim.run(
+        scenario, replace(candidate, split=split), reference if probed else None)).to_dict()
+    assert speculation.departure is not None and speculation.departure.unsent and speculation.departure.call == 4
+    with synchronous():
+        assert speculative == sim.run(scenario, candidate, reference).to_dict()

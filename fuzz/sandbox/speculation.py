@@ -88,8 +88,8 @@ class Departure:
 
 
 class Speculation:
-    """One run of ``remote`` (a sandboxed split) judged against ``reference`` (an in-process one): the split of
-    each attempt (:meth:`split`), the speculative one first, and the settling of it (:meth:`settle`)."""
+    """One run of ``remote`` (a sandboxed split) judged against ``reference`` (an in-process one), attempt by
+    attempt (:meth:`result`): the speculative one, settled (:meth:`settle`), then the replay where it departed."""
 
     def __init__(self, remote: RemoteSplit, reference: SplitFn):
         remote.refresh()
@@ -215,7 +215,6 @@ class Speculation:
         raise Rewind
 
 
-
 class _Replay:
     """The split of a run made again up to the speculation's departure (module docstring)."""
 
@@ -236,7 +235,7 @@ class _Replay:
         roots = {"self": scheduler, "request": request}
         index, self.calls = self.calls, self.calls + 1
         departure = self.departure
-        if index > departure.call or departure.unsent:
+        if index > departure.call or (index == departure.call and departure.unsent):
             return self.remote(scheduler, request, *args)
         if index < departure.call or departure.answer is not None or departure.question is not None:
             self._same_call(index, roots, args)  # a call the child has seen
