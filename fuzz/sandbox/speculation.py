@@ -150,7 +150,7 @@ class Speculation:
         """Send the calls made since the last flush, take the answers that are here, and wait for the child while
         more than :data:`IN_FLIGHT` are unanswered."""
         child = self.remote.child
-        try:
+        with self._waiting_on_the_child():
             if self.flushed == 0:
                 child.start()  # the run's child: never another in its place before the run settles
             child.send(*self.sent[self.flushed:])
@@ -158,12 +158,17 @@ class Speculation:
             self._take(child.ready_answers())
             while self.flushed - self.agreed > IN_FLIGHT:  # the child is behind: wait for it
                 self._take([child.read(deadline_seconds())])
-        except ChildTimedOut:
+
+    @contextmanager
+    def _waiting_on_the_child(self) -> Iterator[None]:
+        """Where the child fails the block, the run departs at the first call it has not answered: its end, or
+        the deadline (a read's bound, or the run's own while the block waits on the child)."""
+        try:
+            yield
+        except (ChildTimedOut, DeadlineExceeded):
             self._depart(Departure(self.agreed, deadline=True))
         except ChildFailed as exc:
             self._depart(Departure(self.agreed, ended=exc))
-        except DeadlineExceeded:  # the run's deadline, while waiting on the child's answer to call ``agreed``
-            self._depart(Departure(self.agreed, deadline=True))
 
     def _take(self, answers: list[dict[str, Any]]) -> None:
         for answer in answers:
@@ -186,7 +191,7 @@ class Speculation:
             return
         self._flush()
         child = self.remote.child
-        try:
+        with self._waiting_on_the_child():
             child.send({"op": "settle"})
             self.settling = True
             while True:
@@ -195,10 +200,6 @@ class Speculation:
                     self.settling = False
                     return
                 self._take([answer])  # (a ``settled`` before every answer: not the protocol, the child is killed)
-        except ChildTimedOut:
-            self._depart(Departure(self.agreed, deadline=True))
-        except ChildFailed as exc:
-            self._depart(Departure(self.agreed, ended=exc))
 
     def _depart(self, departure: Departure) -> None:
         """Record where the run departed and stop it (:class:`Rewind`), with no answer of this run left unread."""
