@@ -14,7 +14,7 @@ from fuzz.cli import main
 from fuzz.model.policies import resolve_policy
 from fuzz.model.result import RunResult
 from fuzz.model.scenario import canonical_json, prompt_lengths
-from fuzz.search.generate import random_scenario, serial_steps
+from fuzz.search.generate import random_scenario, serial_steps, under_decode_pressure
 from fuzz.search.mutate import decode, deep_mutations, encode, mutate_scenario
 from fuzz.search.profiles import PROFILES
 from fuzz.tiers import executor_for
@@ -85,3 +85,24 @@ def test_an_unknown_profile_is_a_usage_error(capsys) -> None:
     with pytest.raises(SystemExit) as stop:
         main(["gen", "--out", "x", "--profile", "nope"])
     assert stop.value.code == 2 and "--profile" in capsys.readouterr().err
+
+
+def test_decode_pressure_runs_requests_side_by_side() -> None:
+    """A pool under decode pressure is only run out by requests decoding together: pressure put on a
+    scenario of several requests that runs them one at a time (max_num_seqs 1) runs several."""
+    rng = random.Random(11)
+    serial = [s for s in (random_scenario(rng) for _ in range(300)) if s.engine.max_num_seqs == 1]
+    several = [s for s in serial if len(s.requests) > 1]
+    assert several and all(under_decode_pressure(rng, s).engine.max_num_seqs > 1 for s in several)
+    assert all(under_decode_pressure(rng, s).engine.max_num_seqs == 1 for s in serial if len(s.requests) == 1)
+
+
+@pytest.mark.parametrize("name", DEEP)
+def test_a_deep_profile_draws_blocks_its_outputs_cross(name: str) -> None:
+    """Under a deep profile the smaller Mamba block of two engine draws is kept: the smallest block is drawn
+    about twice as often as under the prefill profile, and the largest still is."""
+    blocks = {profile: [random_scenario(random.Random(seed), PROFILES[profile]).engine.mamba_block_size
+                        for seed in range(360)] for profile in (name, "prefill")}
+    smallest, largest = min(blocks["prefill"]), max(blocks["prefill"])
+    assert blocks[name].count(smallest) > 1.5 * blocks["prefill"].count(smallest)
+    assert largest in blocks[name]
