@@ -9,7 +9,9 @@ of 1-8 output tokens, biased toward the align-mode split's prefill branches (eve
 scenario it gave before profiles existed; a stored input's bytes decode through it).
 The others reach the deep states of serving: long generations, decode-time KV pressure that preempts
 requests after they have decoded (and again), the resumed re-prefill of prompt plus outputs, follow-ups
-that continue a conversation after its outputs, and aborts in the middle of decoding.
+that continue a conversation after its outputs, and aborts in the middle of decoding. Their scenarios keep
+the smaller Mamba block of two engine draws, so that their outputs cross block boundaries
+(``fuzz.search.generate``).
 
 Output lengths follow a log-normal (many short answers, a long tail), clipped to ``[1, cap]``:
 
