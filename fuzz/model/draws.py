@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 MAMBA_BLOCK_SIZES = (64, 128, 256, 384, 512, 1600)
+MAX_NUM_SEQS = (1, 2, 4, 8, 16)  # the generator's running-request limits
 CHECKPOINT_ALIGNMENTS = (1, 1, 16, 64)  # Mamba2 declares 1; KDA layers declare their chunk size
 
 

@@ -37,6 +37,7 @@ from fuzz.errors import InputError
 from fuzz.model.draws import (
     CHECKPOINT_ALIGNMENTS,
     MAMBA_BLOCK_SIZES,
+    MAX_NUM_SEQS,
     Choices,
     fragmenting_budget,
     tight_kv_blocks,
@@ -330,7 +331,7 @@ class EngineKnobs:
         vllm=VllmArg("scheduler", lambda e: {"long_prefill_token_threshold": e.long_prefill_token_threshold}))
     max_num_seqs: int = knob(
         16, doc="the most requests running at once", kind="int", lo=1, hi=256,
-        phase="engine", generate=lambda c, v, f: c.choice((1, 2, 4, 8, 16)),
+        phase="engine", generate=lambda c, v, f: c.choice(MAX_NUM_SEQS),
         mutate=lambda e, rng, f: {"max_num_seqs": rng.choice((1, 2, 4, 16))},
         shrink=Shrink(minimize=(1, "none")),
         vllm=VllmArg("scheduler", lambda e: {"max_num_seqs": e.max_num_seqs}))

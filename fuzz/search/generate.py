@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fuzz.model.draws import Choices, near_multiple, tight_kv_blocks
+from fuzz.model.draws import MAX_NUM_SEQS, Choices, near_multiple, tight_kv_blocks
 from fuzz.model.knobs import EngineKnobs, Facts, draw_knobs
 from fuzz.model.scenario import (
     MAX_CONTEXT,
@@ -141,7 +141,7 @@ def within_steps(scenario: Scenario, max_steps: int) -> Scenario:
     return scenario
 
 
-SIDE_BY_SIDE = (2, 4, 8, 16)  # the knob generator's values of ``max_num_seqs`` above one
+SIDE_BY_SIDE = tuple(n for n in MAX_NUM_SEQS if n > 1)  # the generator's limits that run several requests
 
 
 def under_decode_pressure(c: Choices, scenario: Scenario) -> Scenario:
