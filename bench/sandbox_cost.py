@@ -1,21 +1,14 @@
 """What running a candidate in its sandbox child costs a fuzzing input: the same scenarios run on the sim tier with
-the candidate sandboxed (``resolve_policy``, as every fuzzing worker runs a user's candidate, its child forked from
-this process as a worker's is), speculatively (as every run with an in-process reference is:
-``fuzz.sandbox.speculation``) and synchronously (each split call one exchange), and loaded in this process
-(``load_policy``: a benchmark's own mutant is trusted code), in alternating passes, in one process.
+the candidate sandboxed (``resolve_policy``, its child forked from this process as a worker's is), answered from
+its child's tape (as every sandboxed run is: ``fuzz.sandbox.tape``) and with one exchange a call (the path of a
+refused tape), and loaded in this process (``load_policy``: a benchmark's own mutant is trusted code), in
+alternating passes, in one process.
 
-Prints, for each way, the fastest pass's seconds per input (this machine is shared: the fastest pass is the least
-disturbed), its ratio to in-process, the split calls per input, and the sandbox's cost per split call (the difference
-over the calls). Asserts nothing.
+Prints, for each way, the fastest pass's seconds per input (the least disturbed on a shared machine), its ratio
+to in-process, the split calls per input, and the sandbox's cost per split call. Asserts nothing.
 
     .venv/bin/python bench/sandbox_cost.py [--candidate bench/mutants/one_line.py:lcp_from_prompt]
         [--profile batch] [--count 20] [--passes 3] [--seed 7]
-
-Measured (2026-12-05, the defaults: 849 split calls an input; two rounds, each running 5e3dc00 and 9bb9ad7
-one after the other; the machine's speed drifts between passes, the in-process figure with it): before the
-snapshot crossed grouped and views kept their reads (5e3dc00) 2.33x and 2.16x, 219 and 245 us a split call;
-after (9bb9ad7) 1.61x and 1.99x, 141 and 167 us a split call. With speculative runs (``fuzz.sandbox.speculation``,
-the same day): speculative 1.33x, 54 us a split call over in-process; synchronous 1.83x, 136 us.
 """
 
 from __future__ import annotations
@@ -34,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 
 from fuzz.search.profiles import PROFILES  # noqa: E402
 
-SPECULATIVE = "sandboxed, speculative"  # as every run with an in-process reference is (fuzz.sandbox.speculation)
-SYNCHRONOUS = "sandboxed, synchronous"  # every call one exchange
+TAPED = "sandboxed, from its tape"  # as every sandboxed run is (fuzz.sandbox.tape)
+PER_CALL = "sandboxed, per call"  # every call one exchange
 IN_PROCESS = "in this process"
 
 if TYPE_CHECKING:
@@ -58,7 +51,6 @@ def main() -> None:
     from fuzz.model.policies import Policy, load_policy, resolve_policy
     from fuzz.sandbox.channel import fork_here, quiet_children
     from fuzz.sandbox.scope import ambient
-    from fuzz.sandbox.speculation import synchronous
     from fuzz.search.generate import random_scenario
     from fuzz.search.harness import settle_heap
     from fuzz.tiers import executor_for
@@ -77,27 +69,25 @@ def main() -> None:
         return in_process.split(*call)
 
     sandboxed = resolve_policy(args.candidate)
-    ways: dict[str, tuple[Policy, Callable[[], Any]]] = {
-        SPECULATIVE: (sandboxed, contextlib.nullcontext), SYNCHRONOUS: (sandboxed, synchronous),
-        IN_PROCESS: (replace(in_process, split=counted), contextlib.nullcontext)}
-    executor = executor_for("sim")
+    executor: Any = executor_for("sim")
+    ways: dict[str, tuple[Policy, Callable[..., Any]]] = {
+        TAPED: (sandboxed, executor.run), PER_CALL: (sandboxed, executor._run),
+        IN_PROCESS: (replace(in_process, split=counted), executor.run)}
 
-    def run_all(policy: Policy, some: list[Scenario]) -> None:
+    def run_all(policy: Policy, way: Callable[..., Any], some: list[Scenario]) -> None:
         for scenario in some:
             with contextlib.suppress(ConfigRejected):  # a configuration vLLM rejects runs nothing
-                executor.run(scenario, policy, reference)
+                way(scenario, policy, reference)
 
     for policy, way in ways.values():  # vLLM configs built and the child started before anything is timed
-        with way():
-            run_all(policy, scenarios[:2])
+        run_all(policy, way, scenarios[:2])
     settle_heap()
     best = dict.fromkeys(ways, float("inf"))
     for _ in range(args.passes):
         for name, (policy, way) in ways.items():
             calls[0] = 0
             started = time.perf_counter()
-            with way():
-                run_all(policy, scenarios)
+            run_all(policy, way, scenarios)
             best[name] = min(best[name], (time.perf_counter() - started) / len(scenarios))
             if name == IN_PROCESS:
                 per_input = calls[0] / len(scenarios)

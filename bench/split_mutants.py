@@ -54,6 +54,7 @@ sys.path.insert(0, str(ROOT / "bench" / "mutants"))
 
 import generated  # noqa: E402
 
+from bench.load import busy_loops  # noqa: E402
 from fuzz.errors import ConfigRejected  # noqa: E402
 from fuzz.model.policies import Policy, resolve_policy  # noqa: E402
 from fuzz.model.scenario import Scenario, load_scenario  # noqa: E402
@@ -291,14 +292,15 @@ def fuzz_mutant(record: Record, seconds: int, seed: int) -> None:
         record.status, record.killed_by = "killed", "fuzz"
 
 
-def runs_of_killed(path: str, sample: int, sample_seed: int, seconds: int, seed: int, commands: list[str]) -> None:
+def runs_of_killed(path: str, sample: int, sample_seed: int, seconds: int, seed: int, commands: list[str],
+                   busy: int = 0) -> None:
     """Signatures per killed mutant in a ``seconds`` run each: a seeded sample of the mutants a previous
     ``--json`` killed, each run by every command of ``commands`` (e.g. two checkouts' ``gdnfuzz``) at the
-    same time, so that each pair shares the machine's load."""
+    same time, so that each pair shares the machine's load, with ``busy`` busy loops beside."""
     killed = sorted(r["name"] for r in json.loads(Path(path).read_text())["records"] if r["status"] == "killed")
     chosen = sorted(random.Random(sample_seed).sample(killed, min(sample, len(killed))))
     counts: dict[str, list[int]] = {c: [] for c in commands}
-    with ProcessPoolExecutor(len(commands)) as pool:
+    with ProcessPoolExecutor(len(commands)) as pool, busy_loops(busy):
         for name in chosen:
             found = list(pool.map(fuzz_run, *zip(*[(name, seconds, seed, c) for c in commands], strict=True)))
             for command, (sigs, _) in zip(commands, found, strict=True):
@@ -395,12 +397,13 @@ def main() -> None:
                         help="instead: a --run-time run of a sample of the mutants this earlier --json killed")
     parser.add_argument("--run-sample", type=int, default=30)
     parser.add_argument("--run-time", type=int, default=90)
+    parser.add_argument("--busy", type=int, default=0, metavar="N", help="busy loops beside the --runs-of-killed runs")
     parser.add_argument("--command", action="append", default=[],
                         help="the gdnfuzz command to run them with (repeat for several checkouts; default this one)")
     args = parser.parse_args()
     if args.runs_of_killed:
         runs_of_killed(args.runs_of_killed, args.run_sample, args.mutant_seed, args.run_time, args.seed,
-                       args.command or [GDNFUZZ])
+                       args.command or [GDNFUZZ], args.busy)
         return
 
     stages: dict[str, float] = {}

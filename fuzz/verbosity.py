@@ -33,10 +33,12 @@ QUIET = {  # what the default verbosity sets, where the user has not
     "PYTHONWARNINGS": "ignore::FutureWarning,ignore::DeprecationWarning",
 }
 ALWAYS = {"VLLM_LOGGING_STREAM": "ext://sys.stderr"}  # at every verbosity, where the user has not
+VERBOSE_ENV = "GDNFUZZ_VERBOSE"  # the count of ``-v``, for this process and its children
 
 
 def set_verbosity(verbose: int = 0) -> None:
     """Put ``verbose`` (the count of ``-v``) in force here and in every child started after."""
+    os.environ[VERBOSE_ENV] = str(verbose)
     for name, value in {**ALWAYS, **({} if verbose else QUIET)}.items():
         os.environ.setdefault(name, value)
     if verbose:
@@ -48,3 +50,9 @@ def follow_environment() -> None:
     """Put the vLLM level the environment names (the parent's choice) on vLLM's logger in this process."""
     level = logging.getLevelName(os.environ.get(VLLM_LEVEL_ENV, "INFO").upper())
     logging.getLogger("vllm").setLevel(level if isinstance(level, int) else logging.INFO)
+
+
+def verbose() -> int:
+    """The count of ``-v`` the command was given (0 in a process no command started)."""
+    value = os.environ.get(VERBOSE_ENV, "0")
+    return int(value) if value.isdigit() else 0

@@ -83,7 +83,8 @@ def run_record(progress: Progress, code: int, seed: int) -> dict[str, Any]:
             "corpus": totals.corpus, "seed": seed, "first_input_s": progress.first_input,
             "first_verdict_s": progress.first_verdict, "startup": progress.startup(),
             "worker_crashes": progress.worker_crashes, "repeats": sum(counts.values()) - len(counts),
-            "signatures": signatures, "profiles": progress.profiles()}
+            "signatures": signatures, "profiles": progress.profiles(),
+            "tapes": {"used": totals.taped, "refused": totals.refused}}
 
 
 def _state(bundle: Path) -> str | None:
@@ -105,6 +106,10 @@ def run_summary(record: dict[str, Any]) -> str:
     startup = f" ({record['startup']})" if record["startup"] else ""
     lines.append("no input was run" if first is None else f"first input after {first:.1f}s{startup}, "
                  + ("no verdict yet" if verdict is None else f"first verdict after {verdict:.1f}s"))
+    tapes = record["tapes"]
+    if tapes["used"] or tapes["refused"]:
+        lines.append(f"the candidate's sandbox: {plural(tapes['used'], 'run')} answered from its tape, "
+                     f"{plural(tapes['refused'], 'tape')} refused (each run again, one exchange a call; -v says why)")
     found = record["signatures"]
     lines.append(f"{plural(len(found), 'signature')}, {plural(record['repeats'], 'repeat')}"
                  + (f", {plural(record['worker_crashes'], 'worker crash', 'worker crashes')}"

@@ -108,10 +108,22 @@ def ask(split: SplitFn, scheduler: Any, request: Any, args: Args) -> int | None:
         return None
 
 
+_what_if = [False]
+
+
+def asking_what_if() -> bool:
+    """Whether the split is being asked a neutralized question (:func:`describe`), not a call of the run."""
+    return _what_if[0]
+
+
 def _agree_without(candidate: SplitFn, reference: SplitFn, scheduler: Any, request: Any, context: Any,
                    args: Args) -> bool:
     with context:
-        ours, theirs = (ask(split, scheduler, request, args) for split in (candidate, reference))
+        _what_if[0] = True
+        try:
+            ours, theirs = (ask(split, scheduler, request, args) for split in (candidate, reference))
+        finally:
+            _what_if[0] = False
     return ours is not None and ours == theirs
 
 

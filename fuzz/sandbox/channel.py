@@ -1,34 +1,11 @@
-"""A child interpreter spoken to in JSON lines over a socket pair, where every wait has a bound.
+"""A child interpreter spoken to in JSON lines over a socket pair, every wait bounded.
 
-The parent side is :class:`JsonChild`; the child side is :func:`serve`. What crosses is JSON only
-(never pickle: the child runs code the parent does not trust, and unpickling what it sends could run
-anything in the parent).
-
-Invariants:
-- every read by the parent has a deadline (``start_timeout`` for the child's ``ready`` line, the
-  caller's timeout for each exchange); a child that passes it is ended with everything it started
-  and :class:`ChildTimedOut` says so;
-- a child that closes its end or exits before answering is waited for and :class:`ChildExited` describes
-  how it ended (``exit code 0``, ``killed by SIGKILL``); the parent never takes a missing answer for
-  a good one;
-- an answer is one line of at most :data:`MAX_LINE` bytes that decodes to a JSON object; anything else
-  is :class:`ChildBroken`; a child may ask the parent questions in the middle of a request
-  (``{"ask": ...}``), which the caller's ``answer`` answers, within the same bound;
-- requests may also be sent without waiting (:meth:`JsonChild.send`) and their answers read later
-  (:meth:`JsonChild.ready_answers`, :meth:`JsonChild.read`): the child answers in the order it was asked;
-- the child's stdout is the parent's stderr (what the code it runs prints never mixes with the
-  parent's output), or nowhere in a process whose stderr is read by another (:func:`quiet_children`), and
-  its stdin is empty;
-- a child is contained (``fuzz.sandbox.containment``): a keeper in a session of its own runs it in a
-  restricted runner, with a scratch directory of its own; stopping a child (:meth:`JsonChild.close`,
-  :meth:`JsonChild.kill`) returns only once the keeper has killed everything the child started (a
-  ``setsid`` daemon included) and ended, and the scratch directory is removed;
-- a child is either a fresh interpreter (``python -m fuzz.sandbox.channel ... MODULE``: nothing imported
-  before the module decides but gdnfuzz's own model, as whole-branch mode needs) or, with ``forked=True``,
-  forked from this process's multiprocessing fork server that has :data:`PRELOAD` (vLLM's scheduler among
-  it) imported already: the same program, without one vLLM import per child; in a process that has
-  vLLM's scheduling code imported already and starts no threads of its own before it (a harness
-  worker, :func:`fork_here`), forked from the process itself, without even the fork server's import.
+Invariants: only JSON crosses (never pickle); every parent read has a deadline, past which the child and all
+it started are killed (:class:`ChildTimedOut`); a child that ends or closes its end before answering is
+:class:`ChildExited`, saying how it ended; a line over its limit or not a JSON object is :class:`ChildBroken`;
+the child's stdout is the parent's stderr (or nowhere: :func:`quiet_children`) and its stdin empty; a child is
+contained (``fuzz.sandbox.containment``) and exec'd fresh, or forked from a fork server (or from this
+process: :func:`fork_here`) that has the sim tier's imports loaded.
 """
 
 from __future__ import annotations
@@ -146,11 +123,10 @@ class JsonChild:
         self._send(message)
         return self._answer(time.monotonic() + timeout, timeout, answer)
 
-    def resume(self, question: Any, timeout: float, answer: Asked) -> dict[str, Any]:
-        """Answer ``question``, which the child asked in the middle of a request and waits on, and go on as
-        :meth:`call` does."""
-        self._send({"answered": answer(question)})
-        return self._answer(time.monotonic() + timeout, timeout, answer)
+    def send(self, message: dict[str, Any]) -> None:
+        """Start the child if need be and send ``message``, whose answer lines are read with :meth:`read`."""
+        self.start()
+        self._send(message)
 
     def _answer(self, due: float, timeout: float, answer: Asked | None) -> dict[str, Any]:
         while True:
@@ -159,37 +135,10 @@ class JsonChild:
                 return got
             self._send({"answered": answer(got["ask"])})
 
-    def send(self, *messages: dict[str, Any]) -> None:
-        """Send ``messages`` without waiting for anything back (speculative calls: ``fuzz.sandbox.speculation``,
-        which keeps few enough in flight that this never blocks). Where the child is gone nothing is sent: reading
-        its answers says how it ended, after the answers it sent before (no other child is started in its place:
-        that is :meth:`start`'s, before the first)."""
-        assert self.sock is not None
-        with contextlib.suppress(OSError):
-            self.sock.sendall(b"".join(map(line_of, messages)))
-
-    def ready_answers(self) -> list[dict[str, Any]]:
-        """Every whole answer the child has sent that is here now, without waiting; :class:`ChildFailed` where
-        none is and the child is gone (or it sent garbage)."""
-        assert self.sock is not None
-        ended = False
-        while not ended and select.select([self.sock], [], [], 0)[0]:
-            try:
-                chunk = self.sock.recv(1 << 20)
-            except OSError:
-                chunk = b""
-            ended = not chunk
-            self.buffer += chunk
-        answers = []
-        while b"\n" in self.buffer:
-            answers.append(self._read(0.0, "answer"))
-        if ended and not answers:
-            raise self._gone()
-        return answers
-
-    def read(self, timeout: float, what: str = "answer") -> dict[str, Any]:
-        """The child's next answer, waiting up to ``timeout`` (:class:`ChildFailed` otherwise)."""
-        return self._read(timeout, what)
+    def read(self, timeout: float, what: str = "answer", limit: int = MAX_LINE) -> dict[str, Any]:
+        """The child's next line (at most ``limit`` bytes), waiting up to ``timeout`` (:class:`ChildFailed`
+        otherwise): a request whose answer is several lines (an answer tape) is read on with this."""
+        return self._read(timeout, what, limit=limit)
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.sock is not None
@@ -198,7 +147,7 @@ class JsonChild:
         except OSError:
             raise self._gone() from None
 
-    def _read(self, timeout: float, what: str, bound: float | None = None) -> dict[str, Any]:
+    def _read(self, timeout: float, what: str, bound: float | None = None, limit: int = MAX_LINE) -> dict[str, Any]:
         assert self.sock is not None
         due = time.monotonic() + timeout
         while b"\n" not in self.buffer:
@@ -213,9 +162,9 @@ class JsonChild:
             if not chunk:
                 raise self._gone()
             self.buffer += chunk
-            if len(self.buffer) > MAX_LINE:
+            if len(self.buffer) > limit:
                 self.kill()
-                raise ChildBroken(f"sent an answer over {MAX_LINE >> 20} MiB and was killed")
+                raise ChildBroken(f"sent a line over {limit >> 10} KiB and was killed")
         line, _, self.buffer = self.buffer.partition(b"\n")
         try:
             answer = json.loads(line)
@@ -277,14 +226,16 @@ class JsonChild:
 
 _quiet = False
 _fork_here = False
+_on_fork: Callable[[], None] | None = None
 
 
-def fork_here() -> None:
+def fork_here(child_start: Callable[[], None] | None = None) -> None:
     """From now on, fork sandbox children from this process rather than the fork server: for a harness
     worker, which has vLLM's scheduling code imported (and instrumented) before it loads a candidate, so a
-    child starts without a second import of vLLM (a fork server's is seconds on a loaded machine)."""
-    global _fork_here
-    _fork_here = True
+    child starts without a second import of vLLM (a fork server's is seconds on a loaded machine). Each
+    child runs ``child_start`` first (a worker's: its coverage probes removed)."""
+    global _fork_here, _on_fork
+    _fork_here, _on_fork = True, child_start
 
 
 def quiet_children() -> None:
@@ -311,6 +262,8 @@ def _forked_main(module: str, channel: socket.socket, args: list[str], env: dict
     for target in (0, 1, 2) if quiet else (0,):
         os.dup2(devnull, target)
     os.close(devnull)
+    if _fork_here and _on_fork is not None:
+        _on_fork()
     contained_main(module, channel.detach(), args, Path(scratch))
 
 
@@ -358,13 +311,14 @@ class ForkedChild:
 
 Asked = Callable[[Any], Any]  # the parent's answer to what a child asks in the middle of a request
 Ask = Callable[[Any], Any]  # the child's side: ask the parent, get its answer
-Handler = Callable[[dict[str, Any], Ask], dict[str, Any] | None]
+Send = Callable[[dict[str, Any]], None]  # the child's side: one line to the parent, now
+Handler = Callable[[dict[str, Any], Ask, Send], dict[str, Any] | None]
 
 
 def serve(fd: int, ready: Callable[[], dict[str, Any]], handle: Handler) -> None:
-    """The child's side: send ``ready()``, then answer each line with ``handle(line, ask)`` until EOF (a None
-    answer is not sent: a speculative call dropped); ``ask(question)`` sends ``{"ask": question}`` and returns
-    the parent's answer (:meth:`JsonChild.call`), dropping what the parent sent before it read the question.
+    """The child's side: send ``ready()``, then answer each line with ``handle(line, ask, send)`` until EOF (a
+    None answer is not sent: the handler sent its lines itself); ``ask(question)`` sends ``{"ask": question}``
+    and returns the parent's answer (:meth:`JsonChild.call`).
 
     The channel is moved off ``fd`` first and stdout is pointed at stderr, so nothing the served code
     prints can be read as an answer by accident."""
@@ -382,12 +336,11 @@ def serve(fd: int, ready: Callable[[], dict[str, Any]], handle: Handler) -> None
             got = json.loads(line)
             if "answered" in got:
                 return got["answered"]
-            # else sent before the parent read the question: speculative calls it will make again, dropped
         raise SystemExit(0)  # the parent is gone
 
     send(ready())
     for line in reader:
-        answer = handle(json.loads(line), ask)
+        answer = handle(json.loads(line), ask, send)
         if answer is not None:
             send(answer)
 

@@ -1,66 +1,74 @@
-"""The sandbox child: loads one policy and answers its split calls, for the deciding process at the other
-end of its channel (``fuzz.sandbox.channel``; started as ``MODULE FD SYS_PATH_JSON``).
+"""The sandbox child: bound at start to one policy (``MODULE FD SYS_PATH_JSON SPEC``), it answers for that
+policy alone, for the deciding process at the other end of its channel (``fuzz.sandbox.channel``).
 
-Requests and answers (one JSON object each):
-- ``{"op": "resolve", "spec": S}`` -> ``{"policy": {"source": [file, line]}}`` or
-  ``{"input_error": one line}`` (the policy cannot be used: exit 2 in the parent);
-- ``{"op": "split", "spec": S, "args": [num_new_tokens, local, external], "snapshot": {...}, "ids": {...}}`` ->
-  ``{"value": V}`` (what the split returned, where it is a JSON value), ``{"other": description}`` (it
-  returned something else) or ``{"raised": description}``; while the split runs, reading the scheduler
-  or the request asks the parent (``fuzz.sandbox.views``);
-- the same with ``"expect": E``: a speculative call (``fuzz.sandbox.speculation``), answered the same way while
-  every earlier speculative call was answered ``{"value": E}`` with the ``E`` it expected and asked nothing;
-  once one was not, the later ones of its ``"run"`` are dropped without an answer (they were made on a path
-  the split did not choose); ``{"op": "settle"}`` -> ``{"settled": true}``, once every earlier call is answered.
+Requests (one JSON object each; none names a policy):
+- ``{"op": "resolve"}`` -> ``{"policy": {"source": [file, line]}}`` or ``{"input_error": one line}``;
+- ``{"op": "split", "args": [n, local, external], "snapshot": {...}, "ids": {...}}`` -> ``{"value": V}``,
+  ``{"other": description}`` or ``{"raised": description}``: one call on views of the deciding process's
+  objects (``fuzz.sandbox.views``), whose reads may ask the parent;
+- ``{"op": "run", "scenario": {...}, "max_steps": N, "model_infos": DIR}`` -> lines ``{"tape": [entry, ...]}``,
+  then ``{"done": count}``: the whole run on this process's own scheduler, the split called in-process, one
+  entry ``[args, presented digest, answer]`` per call (``fuzz.sandbox.tape`` checks them).
 Anything else that goes wrong is ``{"failed": one line}``.
 
-Invariant: nothing here decides anything. The split gets views of the deciding process's scheduler and
-request (``fuzz.sandbox.views``), and what the parent takes from this process is the split's answer,
-nothing else: the scheduler, the runner mirror, the audit and the judge run in the parent.
+Invariant: nothing here decides anything; the parent takes answers from this process and checks each one
+against its own run.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
+import time
+from dataclasses import replace
 from typing import Any
 
 from fuzz.errors import InputError
 from fuzz.model.checkout import unfit_for_installed
 from fuzz.model.policies import Policy, describe_value, load_policy
-from fuzz.sandbox.channel import Ask, serve
-from fuzz.sandbox.speculation import agrees
-from fuzz.sandbox.views import Known, Written, views
+from fuzz.model.scenario import Scenario
+from fuzz.sandbox.channel import Ask, Send, serve
+from fuzz.sandbox.views import Known, Written, presented, views
+from fuzz.tiers import REGISTRY, SCHEDULER_TIER
 from fuzz.verbosity import follow_environment
 
 follow_environment()  # first in a fork server's preload: before it imports vLLM, whose import warns
 
 MAX_STRING = 200  # a longer string returned is described (and cut), as the contract's message would cut it
-_loaded: dict[str, Policy] = {}
+FLUSH_ENTRIES = 64  # a tape's entries sent in one line, at most
+FLUSH_S = 0.002  # and at least this often while the run goes on (the first entry at once)
+SPEC = ""  # the one policy this process answers for (``main``)
+_loaded: list[Policy] = []
 _written = Written()  # what the split set on the views it was given, kept as long as their objects live
+_executors: dict[Any, Any] = {}
 
 
-def _policy(spec: str) -> Policy:
-    if spec not in _loaded:
-        _loaded[spec] = load_policy(spec)
-    return _loaded[spec]
+def _policy() -> Policy:
+    if not _loaded:
+        _loaded.append(load_policy(SPEC))
+    return _loaded[0]
 
 
-def _resolve(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
-    return {"policy": {"source": list(_policy(request["spec"]).defined_at())}}
+def _resolve(request: dict[str, Any], ask: Ask, send: Send) -> dict[str, Any]:
+    return {"policy": {"source": list(_policy().defined_at())}}
 
 
-def _split(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
-    split = _policy(request["spec"]).split
+def _split(request: dict[str, Any], ask: Ask, send: Send) -> dict[str, Any]:
     scheduler, vllm_request = views(ask, Known(request["snapshot"]), request["ids"], _written)
+    return _answered(_policy().split, scheduler, vllm_request, request["args"])[0]
+
+
+def _answered(split: Any, scheduler: Any, request: Any, args: list[int]) -> tuple[dict[str, Any], Any]:
+    """The split's answer as the parent reads it, and what it raised (None where it returned)."""
     try:
-        got = split(scheduler, vllm_request, *request["args"])
+        got = split(scheduler, request, *args)
     except BaseException as exc:  # noqa: BLE001 - whatever the split raises is its answer, reported by the parent
         unfit = unfit_for_installed(exc)  # a checkout's split reaching for what the installed vLLM lacks
-        raised = {"raised": describe_value(exc)}  # what the parent says where it did not answer what is lacking
-        return {"unfit": unfit, **raised} if unfit is not None else raised
-    return answer(got)
+        raised = {"raised": describe_value(exc)}
+        return ({"unfit": unfit, **raised} if unfit is not None else raised), exc
+    return answer(got), None
 
 
 def answer(got: Any) -> dict[str, Any]:
@@ -74,45 +82,68 @@ def answer(got: Any) -> dict[str, Any]:
     return {"other": describe_value(got)}
 
 
-class _Speculating:
-    """The speculative run (``run``) whose calls are dropped: one of its calls was answered otherwise than the
-    deciding process expected, or asked it something, so every later one was made on a path the split did not
-    choose (on the expected answer's, or while the question waited)."""
+class _Recorder:
+    """The split as the child's own run calls it: each call's entry goes on the tape, sent in batches."""
 
-    left: Any = None
+    def __init__(self, split: Any, send: Send):
+        self.split, self.send = split, send
+        self.pending: list[list[Any]] = []
+        self.count = 0
+        self.flushed_at = 0.0
 
+    def __call__(self, scheduler: Any, request: Any, num_new_tokens: int, num_new_local_computed_tokens: int = 0,
+                 num_external_computed_tokens: int = 0) -> Any:
+        args = [num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens]
+        digest = presented({"self": scheduler, "request": request})  # before the split can change what it reads
+        got, raised = _answered(self.split, scheduler, request, args)
+        self.pending.append([args, digest, got])
+        self.count += 1
+        now = time.monotonic()
+        if self.count == 1 or len(self.pending) >= FLUSH_ENTRIES or now - self.flushed_at >= FLUSH_S:
+            self.flush(now)
+        if raised is not None:
+            raise raised
+        return got["value"] if "value" in got else _Other(got["other"])
 
-def _call(request: dict[str, Any], ask: Ask) -> dict[str, Any] | None:
-    """A split call; one with ``expect`` is speculative (``fuzz.sandbox.speculation``): answered (whatever the
-    answer) while its run is on the chosen path, dropped unanswered after it left."""
-    if "expect" not in request:
-        return _split(request, ask)
-    run = request.get("run")
-    if run == _Speculating.left:
-        return None
-    asked = []
-
-    def noted(question: Any) -> Any:
-        asked.append(question)
-        return ask(question)
-
-    _Speculating.left = run  # until the answer is known to agree (a split that ends this process answers nothing)
-    got = _split(request, noted)
-    if not asked and agrees(got, request["expect"]):
-        _Speculating.left = None
-    return got
-
-
-def _settle(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
-    return {"settled": True}
+    def flush(self, now: float) -> None:
+        if self.pending:
+            self.send({"tape": self.pending})
+            self.pending = []
+        self.flushed_at = now
 
 
-OPS = {"resolve": _resolve, "split": _call, "settle": _settle}
+class _Other:
+    """A return value that is not a JSON value, as the parent sees it (the contract reports it)."""
+
+    def __init__(self, description: str):
+        self.description = description
+
+    def __repr__(self) -> str:
+        return self.description
 
 
-def handle(request: dict[str, Any], ask: Ask) -> dict[str, Any] | None:
+def _run(request: dict[str, Any], ask: Ask, send: Send) -> dict[str, Any]:
+    max_steps = request["max_steps"]
+    if max_steps not in _executors:
+        module, attr = REGISTRY[SCHEDULER_TIER].executor.split(":")
+        _executors[max_steps] = getattr(importlib.import_module(module), attr)(max_steps=max_steps, audits=False)
+    executor = _executors[max_steps]
+    executor.model_infos = request["model_infos"]
+    policy = _policy()
+    recorder = _Recorder(policy.split, send)
     try:
-        return OPS[request["op"]](request, ask)
+        executor.run(Scenario.from_dict(request["scenario"]), replace(policy, split=recorder))
+    finally:
+        recorder.flush(0.0)
+    return {"done": recorder.count}
+
+
+OPS = {"resolve": _resolve, "split": _split, "run": _run}
+
+
+def handle(request: dict[str, Any], ask: Ask, send: Send) -> dict[str, Any] | None:
+    try:
+        return OPS[request["op"]](request, ask, send)
     except InputError as exc:
         return {"input_error": str(exc)}
     except Exception as exc:  # noqa: BLE001 - the parent says it in one line
@@ -120,8 +151,11 @@ def handle(request: dict[str, Any], ask: Ask) -> dict[str, Any] | None:
 
 
 def main() -> None:
-    """``FD SYS_PATH_JSON``: the parent's import path, so its ``module:attr`` specs resolve here too."""
+    """``FD SYS_PATH_JSON SPEC``: the parent's import path (so ``module:attr`` specs resolve here too) and the
+    one policy this process loads."""
+    global SPEC
     sys.path[:] = json.loads(sys.argv[2])
+    SPEC = sys.argv[3]
     serve(int(sys.argv[1]), lambda: {"ready": os.getpid()}, handle)
 
 

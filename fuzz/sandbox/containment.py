@@ -1,34 +1,12 @@
 """Containment of a candidate's process: a keeper that outlives it and kills all it started, and (where
-the kernel allows) no write access outside its scratch directory.
+the kernel allows) no writes outside its scratch directory.
 
-A sandbox child (``fuzz.sandbox.channel``) starts as a *keeper* that never loads candidate code
-(:func:`keep`). The keeper
-
-- starts a session of its own (``setsid``), so nothing the run's terminal or process group sends reaches it;
-- is a child subreaper (``PR_SET_CHILD_SUBREAPER``): every process its subtree orphans (a double-forked,
-  ``setsid`` daemon included) is reparented to it rather than to init, so its subtree is every process
-  the candidate ever started that is still alive;
-- ends its subtree when its own parent goes (``PR_SET_PDEATHSIG``), or it is asked to stop (``SIGTERM``);
-- forks the *runner*, which restricts itself (:func:`restrict`) and only then runs the candidate's code.
-
-When the runner ends, or the keeper is asked to stop, the keeper kills every process of its subtree
-(``SIGKILL``, scanned from ``/proc`` and repeated until it has no child left), then ends the way the
-runner ended (its exit code, or the same signal), so whoever waits on the keeper learns how the runner
-ended, and learns it only once nothing the candidate started is left.
-
-The runner's restriction, all unprivileged and found in the kernel at run time:
-- Linux's Landlock (ABI 1 and up): no file may be written, created, removed, renamed or truncated
-  outside its scratch directory (``/dev/null`` excepted), and, where the ABI has them, no TCP bind or
-  connect (ABI 4) and no signal or abstract Unix socket reaching a process outside its domain (ABI 6:
-  the keeper and the deciding process included); Landlock also keeps it from tracing, or reading the
-  memory or environment of, any process outside its domain;
-- a seccomp filter (:func:`forbid_new_connections`): no new connection of any kind, so a socket it could
-  find on the machine (a multiprocessing fork server's, the warm server's, another daemon's, whose
-  requests would run code outside the sandbox) is out of its reach; the channel was connected before;
-- no capabilities (:func:`drop_capabilities`: run as root, it keeps uid 0 but not root's powers).
-Where the kernel has none of these, :func:`describe` says so and the keeper's kill remains. The runner's
-environment loses the variables that carry credentials (:data:`SECRETS`), and its home, temporary and
-cache directories are its scratch directory.
+The keeper (:func:`keep`) never loads candidate code: a session of its own, a child subreaper (every orphan
+of its subtree is reparented to it), ended with its parent; it forks the runner, which restricts itself
+(:func:`restrict`: Landlock writes only under scratch, no TCP, no signals out; a seccomp filter against new
+connections; no capabilities; no credentials in its environment) before it runs the candidate. When the
+runner ends, or the keeper is told to stop, the keeper kills its whole subtree, then ends as the runner did,
+so whoever waits on it learns how only once nothing the candidate started is left.
 """
 
 from __future__ import annotations

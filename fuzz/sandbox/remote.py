@@ -1,19 +1,9 @@
-"""The split of a sandboxed policy as the deciding process calls it: each call is one exchange with the
-policy's child (``fuzz.sandbox.child``), which gets the call's arguments and views of the scheduler and
-the request (``fuzz.sandbox.views``) and sends back the split's answer. (A run judged against an in-process
-reference sends its calls without waiting, and uses this exchange from the first call where the child's answer
-was not the reference's: ``fuzz.sandbox.speculation``.)
+"""The split of a sandboxed policy as the deciding process calls it, one exchange with its child a call: the path
+of a run whose tape was refused (``fuzz.sandbox.tape``), and of a disagreement's what-if calls.
 
-Invariants:
-- the scheduler the split decides for, the runner mirror, the audit and the judge all run in the
-  deciding process; what the child can change there is the split's own answer, which the split's
-  contract (``fuzz.model.policies.contract_checked``) checks here like any other;
-- an answer that never comes is a fault of the run, never a clean one: the child ending, closing its
-  channel or answering garbage is :class:`~fuzz.model.policies.CandidateGone` (``process-exit``),
-  passing the bound (the tier's deadline plus :data:`GRACE_S`, when no deadline of the run interrupts
-  it first) is one too (``hang``); the child is then gone and the next call starts a fresh one;
-- a call interrupted here (the run's deadline, ^C) leaves no answer in flight: the child is ended, so
-  a late answer can never be read as the next call's.
+Invariants: the scheduler, the runner mirror, the audit and the judge run here, and the child's answer is
+checked by the split's contract like any other; an answer that never comes is a fault of the run
+(``process-exit``, or ``hang`` past :func:`run_bound`), never a clean one; an interrupted call ends the child.
 """
 
 from __future__ import annotations
@@ -60,26 +50,21 @@ class RemoteSplit:
     def __call__(self, scheduler: Any, request: Any, num_new_tokens: int, num_new_local_computed_tokens: int = 0,
                  num_external_computed_tokens: int = 0) -> Any:
         roots = {"self": scheduler, "request": request}
-        message = self.message(roots, (num_new_tokens, num_new_local_computed_tokens, num_external_computed_tokens))
+        answer, asked = self.ask_child(roots, [num_new_tokens, num_new_local_computed_tokens,
+                                               num_external_computed_tokens])
+        return self.answer_of(answer, asked)
+
+    def tape_child(self) -> JsonChild | None:
+        """The child that runs whole runs of this split for a tape (``fuzz.sandbox.tape``), where one is kept."""
+        return None
+
+    def ask_child(self, roots: dict[str, Any], args: list[int]) -> tuple[dict[str, Any], Lookup]:
+        """One call on ``roots`` (``self``, ``request``): the child's answer, and what this process answered it
+        during the call."""
+        message = {"op": "split", "snapshot": snapshot(roots), "ids": identities(roots), "args": args}
         asked = lookup(roots)
-        return self.answer_of(self.exchange(message, asked), asked)
-
-    def refresh(self) -> None:
-        """Take the child this policy's calls go to now (a scope may have started another since)."""
-
-    def message(self, roots: dict[str, Any], args: tuple[int, int, int]) -> dict[str, Any]:
-        """The request for one call of the split on ``roots`` (``self``, ``request``) with ``args``."""
-        return {"op": "split", "spec": self.spec, "snapshot": snapshot(roots), "ids": identities(roots),
-                "args": list(args)}
-
-    def exchange(self, message: dict[str, Any] | None, asked: Lookup, question: Any = None) -> dict[str, Any]:
-        """Send ``message`` and return the child's answer, its questions answered by ``asked``; or, with no
-        ``message``, answer ``question``, which the child asked in a call it has already (and waits on), and
-        go on the same way."""
-        bound = run_bound(deadline_seconds())
         try:
-            return self.child.call(message, bound, asked) if message is not None else \
-                self.child.resume(question, bound, asked)
+            return self.child.call(message, run_bound(deadline_seconds()), asked), asked
         except ChildFailed as exc:
             raise gone(exc, self.spec) from None
         except BaseException:

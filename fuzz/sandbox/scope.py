@@ -1,15 +1,9 @@
-"""The deciding scope: while it is open, this process runs no policy code but the built-ins
-(``fuzz.model.placement``); every other policy is loaded in a sandbox child of its own, which answers
-its split calls (``fuzz.sandbox.remote``).
+"""The deciding scope: while it is open this process runs no policy code but the built-ins; every other policy
+is loaded in sandbox children bound to it (``fuzz.sandbox.child``).
 
-``with deciding(): ...`` wraps every ``gdnfuzz`` subcommand (``fuzz.cli.main``) and the pytest plugin's
-runs; :func:`ambient` opens one for the life of a process that is not a command (a harness worker, the
-reducer, the engine tier's child, a campaign actor, a benchmark, the test session). Invariants: a spec
-is loaded in a child of its own (so a module that misbehaves once loaded cannot reach another's
-answers); a policy that cannot be loaded there (it raises, exits, hangs or is not a split) is a
-:class:`~fuzz.model.policies.PolicyError` naming it, exit 2; the scope's children, and everything they
-started, are gone when it closes (:meth:`DecidingScope.close`, or :func:`stop_children` before a
-command writes its reports); scopes nest (the innermost governs).
+``deciding()`` wraps every subcommand and the plugin's runs; :func:`ambient` opens one for a process's life.
+Invariants: a policy that cannot be loaded is a :class:`~fuzz.model.policies.PolicyError` naming it (exit 2);
+a scope's children, and all they started, are gone when it closes; scopes nest (the innermost governs).
 """
 
 from __future__ import annotations
@@ -27,10 +21,12 @@ from fuzz.model.policies import Policy, PolicyError, named
 from fuzz.sandbox.channel import ChildFailed, JsonChild
 from fuzz.sandbox.containment import settle
 from fuzz.sandbox.remote import RemoteSplit
+from fuzz.sandbox.views import Lookup
 
 LOAD_TIMEOUT_S = 180.0  # start a child, import the policy (which usually imports vLLM) on a loaded machine
 LOAD_TIMEOUT_ENV = "GDNFUZZ_LOAD_TIMEOUT_S"
-KEPT = 4  # children kept running; an older one is stopped and started again when its policy is next called
+KEPT = 8  # children kept running; an older one is stopped and started again when its policy is next called
+CALLS, TAPE = "calls", "tape"  # a spec's two children: one call at a time, and whole runs (``fuzz.sandbox.tape``)
 
 
 def load_timeout() -> float:
@@ -39,17 +35,18 @@ def load_timeout() -> float:
 
 
 class DecidingScope:
-    """The :class:`~fuzz.model.placement.Placement` of a deciding process: one sandbox child per spec."""
+    """The :class:`~fuzz.model.placement.Placement` of a deciding process: sandbox children per spec, each bound
+    to it at start (:data:`CALLS`, and :data:`TAPE` once a run asks for a tape)."""
 
     def __init__(self) -> None:
         self.sys_path = list(sys.path)
-        self.children: dict[str, JsonChild] = {}  # most recently used last
+        self.children: dict[tuple[str, str], JsonChild] = {}  # most recently used last
         self.policies: dict[str, Policy] = {}
 
-    def child(self, spec: str) -> JsonChild:
-        child = self.children.pop(spec, None) or JsonChild(
-            "fuzz.sandbox.child", [json.dumps(self.sys_path)], load_timeout(), forked=True)
-        self.children[spec] = child
+    def child(self, spec: str, role: str = CALLS) -> JsonChild:
+        child = self.children.pop((spec, role), None) or JsonChild(
+            "fuzz.sandbox.child", [json.dumps(self.sys_path), spec], load_timeout(), forked=True)
+        self.children[(spec, role)] = child
         while len(self.children) > KEPT:
             self.children.pop(next(iter(self.children))).close()
         return child
@@ -62,7 +59,7 @@ class DecidingScope:
     def _load(self, spec: str) -> Policy:
         child = self.child(spec)
         try:
-            answer = child.call({"op": "resolve", "spec": spec}, load_timeout())
+            answer = child.call({"op": "resolve"}, load_timeout())
         except ChildFailed as exc:
             raise PolicyError(f"policy {spec}: the process loading it {exc.how}") from None
         if "policy" not in answer:
@@ -98,12 +95,12 @@ class _KeptSplit(RemoteSplit):
         self.scope = scope
         super().__init__(scope.child(spec), spec)
 
-    def refresh(self) -> None:
-        self.child = self.scope.child(self.spec)
+    def tape_child(self) -> JsonChild:
+        return self.scope.child(self.spec, TAPE)
 
-    def __call__(self, *args: Any) -> Any:
-        self.refresh()
-        return super().__call__(*args)
+    def ask_child(self, roots: dict[str, Any], args: list[int]) -> tuple[dict[str, Any], Lookup]:
+        self.child = self.scope.child(self.spec)
+        return super().ask_child(roots, args)
 
 
 @contextmanager

@@ -1,28 +1,11 @@
 """What a sandboxed split sees of the scheduler and the request: read-only views of the deciding process's
-objects, whose attributes are read across the channel.
+objects, whose attributes are read across the channel (the snapshot, :data:`SNAPSHOT`, goes with the call;
+anything else is asked for during it).
 
-A split is called as ``split(self, request, num_new_tokens, ...)`` with vLLM's ``Scheduler`` and
-``Request``. Those live in the deciding process; the candidate's child gets :class:`View` objects in
-their place. Reading an attribute (``self.cache_config.block_size``, ``request.num_computed_tokens``) or an
-item (``request.prompt_token_ids[3]``) of a view gives the value the real object has at that moment:
-
-- the deciding process sends what vLLM's own split reads with the call (:func:`snapshot`, over
-  :data:`SNAPSHOT`), so a split that reads only those costs one exchange;
-- anything else is asked for during the call (:func:`lookup`, answering the child's ``ask``), once per
-  call and path.
-
-Invariants:
-- only values cross: ``None``, booleans, numbers, strings, and lists and string-keyed dicts of them;
-  an enum member crosses as the same member of the child's own import of its class; any other object
-  is a further view. Nothing of the child's is ever called or unpickled in the deciding process;
-- nothing the split does changes the deciding process's objects: a view has no way to call (a call is
-  a ``TypeError`` naming the method, which the split's contract then reports), names with two leading
-  underscores are not read (no reaching ``__class__``, ``__globals__``...), and setting or deleting an
-  attribute of a view is kept in the child alone, for as long as the object lives (each scheduler and
-  request crosses with a serial number of its own, :func:`identities`): a split that hides a field while
-  it asks vLLM's own split (``bench/mutants/drop_junction_stop.py``), or keeps a note on the scheduler
-  for its later calls (``tests/flaky_policy.py``), works; one whose writes the scheduler is meant to see
-  is a whole branch's, ``branch:DIR``.
+Invariants: only values cross (plain data, enum members by name; any other object is a further view);
+nothing of the child's is called or unpickled here; nothing a split does changes the deciding process's
+objects (a view cannot be called, dunder names are not read, a write stays in the child, by the object's
+serial, for the object's life).
 """
 
 from __future__ import annotations
@@ -30,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
+import hashlib
 import importlib
 import itertools
+import json
 import operator
 import weakref
 from collections import OrderedDict
@@ -144,14 +129,6 @@ def identities(roots: dict[str, Any]) -> dict[str, int]:
     return found
 
 
-def assume_identities(roots: dict[str, Any], ids: dict[str, int]) -> None:
-    """Give each root object the serial ``ids`` names for it: an object that stands for one an earlier run had at
-    the same call (``fuzz.sandbox.speculation``'s replay), whose serial the child knows it by."""
-    for name, obj in roots.items():
-        with contextlib.suppress(TypeError):
-            _serials[id(obj)] = (weakref.ref(obj, functools.partial(_forget, id(obj))), int(ids[name]))
-
-
 def _forget(key: int, _: Any) -> None:
     _serials.pop(key, None)
 
@@ -180,6 +157,13 @@ def snapshot(roots: dict[str, Any]) -> dict[str, Any]:
 _SNAPSHOT_READERS = [(root, operator.attrgetter(".".join(name for _, name in steps)), path_key(root, steps[:-1]),
                       steps[-1][1], path_key(root, steps)) for root, steps in SNAPSHOT_PATHS]
 _SNAPSHOT_VIEWS = tuple(dict.fromkeys(view_key for _, _, view_key, _, _ in _SNAPSHOT_READERS))
+
+
+def presented(roots: dict[str, Any]) -> str:
+    """A digest of what a call presents on ``roots`` (its :func:`snapshot`): an answer tape's entry holds the
+    child's, and the deciding run uses the entry only where its own call's digest is the same."""
+    text = json.dumps(snapshot(roots), separators=(",", ":"), allow_nan=True)
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
 class Lookup:

@@ -60,6 +60,7 @@ class Probes:
         self.size = 0
         self.counts: Any = None  # numpy uint8 view of the counter array, once sealed
         self._registered = False
+        self.originals: list[tuple[types.FunctionType, types.CodeType]] = []  # each function's code before probes
 
     def patch(self, function: types.FunctionType) -> types.CodeType:
         """Instrument ``function`` (and the functions nested in it) in place; its probed code in the portable
@@ -73,8 +74,15 @@ class Probes:
 
     def adopt(self, function: types.FunctionType, portable: types.CodeType) -> None:
         """Give ``function`` probed code in the portable form (patched here or kept from an earlier run)."""
+        self.originals.append((function, function.__code__))
         function.__code__, _ = _rewire(portable, lambda const: type(const) is str and const == PROBES_PLACEHOLDER,
                                        self.namespace)
+
+    def restore(self) -> None:
+        """Every patched function runs its own code again (a sandbox child forked from a worker: its runs are
+        not counted, and run faster without probes)."""
+        for function, code in self.originals:
+            function.__code__ = code
 
     def seal(self, size: int | None = None) -> None:
         """Size the counter array once every function is patched (``size``: as a kept instrumentation had it)."""

@@ -44,6 +44,7 @@ from fuzz.oracle.differential import replay
 from fuzz.oracle.finding import Finding
 from fuzz.oracle.verdict import finding_signature, reference_is_wrong
 from fuzz.report.finding_report import store_finding
+from fuzz.sandbox import tape
 from fuzz.sandbox.channel import fork_here, quiet_children
 from fuzz.sandbox.scope import ambient
 from fuzz.search.coverage import Probes, instrument
@@ -125,7 +126,8 @@ class FuzzTarget:
         now = time.monotonic()
         if now - self.execs_said >= EXECS_EVERY_S:  # the first verdict, then about once a second
             self.execs_said = now
-            print(f"{EXECS_LINE} {self.execs}", file=sys.stderr, flush=True)
+            print(f"{EXECS_LINE} {self.execs} {tape.FIGURES['taped']} {tape.FIGURES['refused']}", file=sys.stderr,
+                  flush=True)
 
     def _judge(self, data: bytes) -> None:
         if not self.started:
@@ -231,7 +233,7 @@ def fuzz_split(argv: list[str], settings: RunSettings, probes: Probes) -> None:
     import atheris
 
     quiet_children()  # this worker's stderr is the supervisor's channel: nothing a candidate prints reaches it
-    fork_here()  # vLLM's scheduling code is imported here already: a sandbox child needs no import of its own
+    fork_here(probes.restore)  # vLLM's scheduling code is imported here: a sandbox child forks with it, unprobed
     ambient()  # a user's candidate (or reference) loads and answers in a sandbox child of this worker
     target = FuzzTarget(settings)
     settle_heap()

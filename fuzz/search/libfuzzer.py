@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from fuzz.errors import ExitCode
 from fuzz.interpreter import python_command
 from fuzz.oracle.verdict import exit_code_for
+from fuzz.sandbox.tape import TAPE_REFUSED_LINE  # under -v: "gdnfuzz-tape-refused SPEC: why", a refusal a line
 from fuzz.store.corpus_merge import MAX_INPUT_BYTES
 
 HARNESS_MODULE = "fuzz.search.harness"
 DETECTED_LINE = "gdnfuzz-detected"  # printed when a divergence is seen, before minimizing
 FINDING_LINE = "gdnfuzz-finding"  # printed once the finding is saved
 FIRST_INPUT_LINE = "gdnfuzz-first-input"  # printed when the harness starts its first input
-EXECS_LINE = "gdnfuzz-execs"  # "gdnfuzz-execs N": inputs judged so far, after the first and then about once a second
+EXECS_LINE = "gdnfuzz-execs"  # "gdnfuzz-execs N T R": inputs judged so far (after the first, then about once a
+# second), and of its sandboxed runs, those answered from their tape and the tapes refused (``fuzz.sandbox.tape``)
 PROFILES_LINE = "gdnfuzz-profiles"  # "gdnfuzz-profiles JSON": under the mixture, each profile's figures so far
 STARTING_LINE = "gdnfuzz-starting"  # "gdnfuzz-starting WHAT": the harness's start-up phase, before its first input
 DONE_PREFIX = "Done "  # libFuzzer's last line when its run count or time is reached ("Done 1000 runs in 9 second(s)")
@@ -85,6 +87,8 @@ class WorkerStats:
     exec_per_s: int = 0
     first_cov: int | None = None
     profiles: dict[str, dict[str, float]] = field(default_factory=dict)  # under the mixture (:data:`PROFILES_LINE`)
+    taped: int = 0  # sandboxed runs answered from their tape
+    refused: int = 0  # and tapes refused (each run then made one exchange a call)
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,8 @@ class Totals:
     cov: int
     ft: int
     corpus: int
+    taped: int = 0
+    refused: int = 0
 
 
 @dataclass
@@ -123,6 +129,7 @@ class Progress:
     unusable: str | None = None  # why a worker stopped on bad input (``UNUSABLE_LINE``): the run ends, exit 2
     lock: threading.Lock = field(default_factory=threading.Lock)
     _announced: set[str] = field(default_factory=set)
+    _refusals: list[str] = field(default_factory=list)  # :data:`TAPE_REFUSED_LINE` lines not yet shown
 
     def feed(self, worker: int, line: str) -> None:
         now = time.monotonic() - self.started
@@ -148,7 +155,10 @@ class Progress:
             elif line.startswith(EXECS_LINE):
                 self.first_verdict = now if self.first_verdict is None else self.first_verdict
                 s = self.workers.setdefault(worker, WorkerStats())
-                s.execs = max(s.execs, int(line.split()[1]))
+                execs, s.taped, s.refused = (int(n) for n in [*line.split()[1:4], 0, 0][:3])
+                s.execs = max(s.execs, execs)
+            elif line.startswith(TAPE_REFUSED_LINE):
+                self._refusals.append(line)
             elif m := STATUS.search(line):
                 s = self.workers.setdefault(worker, WorkerStats())
                 execs, s.cov, s.ft, s.corpus, s.exec_per_s = map(int, m.groups())
@@ -176,6 +186,8 @@ class Progress:
                 if sig not in self._announced:
                     self._announced.add(sig)
                     lines.append(f"{seconds:8.1f}s  new {sig}  (raw: {bundle}; minimizing beside the fuzzer)")
+            lines.extend(self._refusals)
+            self._refusals.clear()
             return lines
 
     def exit_code(self) -> ExitCode:
@@ -220,7 +232,7 @@ class Progress:
             gone = self.workers.pop(worker, None)
             if gone is not None:
                 r = self.retired
-                r.execs += gone.execs
+                r.execs, r.taped, r.refused = r.execs + gone.execs, r.taped + gone.taped, r.refused + gone.refused
                 r.cov, r.ft, r.corpus = max(r.cov, gone.cov), max(r.ft, gone.ft), max(r.corpus, gone.corpus)
                 r.profiles = sum_profiles([r.profiles, gone.profiles], shares_of=[gone.profiles])
 
@@ -232,7 +244,7 @@ class Progress:
             execs = sum(w.execs for w in ws)
             fuzzing = None if self.first_verdict is None else time.monotonic() - self.started - self.first_verdict
             return Totals(execs, execs / fuzzing if fuzzing else 0.0, max(w.cov for w in ws), max(w.ft for w in ws),
-                          max(w.corpus for w in ws))
+                          max(w.corpus for w in ws), sum(w.taped for w in ws), sum(w.refused for w in ws))
 
     def profiles(self) -> dict[str, dict[str, float]]:
         """Under the mixture: per profile, the inputs it made, their seconds, the features and signatures they

@@ -1,30 +1,9 @@
-"""The candidate process of whole-branch mode (``workers.sim.branch``): the checkout's scheduling code
-served in place of the installed modules, its ``Scheduler`` driven step by step for the deciding process.
+"""Whole-branch mode's candidate process: the checkout's scheduling code served over the installed vLLM.
 
-``MODULE FD CHECKOUT [MODELINFOS]`` over ``fuzz.sandbox.channel``: ready is ``{}`` or ``{"error": one line}``; then
-- ``{"op": "build", "scenario", "num_blocks", "external"}`` -> ``{"scheduler": {hash_block_size,
-  use_eagle_block_drop, cache_hit_alignment_tokens}}``: a fresh scheduler of the branch for one run, its
-  own split installed under the contract (``fuzz.model.policies.contract_checked``); first, the
-  model-info files of MODELINFOS (the deciding process's vLLM cache) its own cache lacks are copied in
-  (``workers.sim.model_info.seed``), so vLLM never starts an interpreter to inspect the model's classes;
-- ``{"op": "schedule", "arrivals", "aborts", "budget"}`` -> ``{"output": SchedulerOutput as JSON,
-  "contract": [[request id, detail]...]}``;
-- ``{"op": "update", "runner": sampled and draft tokens | null, "arrivals", "aborts"}`` ->
-  ``{"requests": {id: state}, "index": [[hash key hex, [block ids]]...], "unindexed": [hash key hex...],
-  "has_requests": bool}``: deltas since the run's previous ``update``: only the requests whose reported
-  state (output tokens, progress, status, finished, block hashes) changed, the Mamba index entries that
-  are new or whose blocks changed, the keys that left the index, and the index's key order where
-  applying those would not give it (``workers.sim.branch`` applies them to what it holds, so it holds
-  exactly what a full report would say, in the same order);
-an exception the branch raises is ``{"raised": [type name, message]}``, a configuration vLLM refuses
-``{"rejected": one line}``, code of the branch reaching for what the installed vLLM lacks ``{"unfit": one
-line}`` (``fuzz.model.checkout.CheckoutMismatch``).
-
-Invariant: :class:`CheckoutFinder` is first on ``sys.meta_path`` before anything imports vLLM, so every
-import of an overlaid module (``fuzz.model.checkout.overlay_modules``), by the branch or by the
-installed vLLM, gets the checkout's file; no bytecode is written into the checkout. Nothing here judges:
-what it sends is what the branch's scheduler produced, and the deciding process checks all of it.
-"""
+Over ``fuzz.sandbox.channel``: ``build`` (a fresh scheduler of the branch, split contract-checked, model infos
+seeded), ``schedule`` (SchedulerOutput as JSON, contract faults), ``update`` (deltas since the last one, which
+applied give exactly the full report); failures are ``raised``, ``rejected`` or ``unfit``. Invariants:
+:class:`CheckoutFinder` is first on ``sys.meta_path`` before vLLM is imported; no bytecode; nothing here judges."""
 
 from __future__ import annotations
 
@@ -39,7 +18,7 @@ from typing import Any
 
 from fuzz.errors import ConfigRejected
 from fuzz.model.checkout import CheckoutMismatch, overlay_modules, unfit_for_installed
-from fuzz.sandbox.channel import Ask, serve
+from fuzz.sandbox.channel import Ask, Send, serve
 from fuzz.verbosity import follow_environment
 from workers.sim.branch import BranchError
 from workers.sim.model_info import seed
@@ -152,8 +131,8 @@ class BranchRun:
                 "has_requests": self.scheduler.has_requests()}
 
     def _state(self, rid: str, request: Any) -> dict[str, Any] | None:
-        """What changed of ``request`` since its last report (``None``: nothing): the output tokens from the
-        first one not sent (or from where it got shorter), the block hashes not sent, the rest in full."""
+        """What changed of ``request`` since its last report (None: nothing): output tokens from the first unsent (or
+        from where it got shorter), unsent block hashes, the rest in full."""
         out, hashes = request.output_token_ids, request.block_hashes
         now = (len(out), request.num_computed_tokens, str(request.status), request.is_finished(), len(hashes))
         before = self.reported.get(rid)
@@ -166,9 +145,8 @@ class BranchRun:
                 "finished": now[3], "hashes": [bytes(h).hex() for h in hashes[sent_hashes:]]}
 
     def _index_delta(self) -> tuple[list[list[Any]], list[str], list[str] | None]:
-        """The Mamba index entries new or changed since the last report, the keys gone from it, and, only
-        where applying those two (remove, then assign: a new key goes last, a changed one keeps its place)
-        would not leave the keys in the index's own order, that order in full."""
+        """Mamba index entries new or changed since the last report, keys gone, and the full key order only where
+        applying those (remove, then assign) would not reproduce the index's own order."""
         current = {key: tuple(b.block_id for b in blocks) for key, blocks in self.index.current().items()}
         changed = [key for key, ids in current.items() if self.indexed.get(key) != ids]
         gone = [key for key in self.indexed if key not in current]
@@ -204,8 +182,7 @@ def _encode_output(output: Any) -> dict[str, Any]:
 
 
 def main() -> None:
-    """``FD CHECKOUT``: overlay the checkout, load the branch (its failure is the ready line), then drive
-    its scheduler until EOF."""
+    """``FD CHECKOUT``: overlay the checkout, load the branch (failure: the ready line), drive it until EOF."""
     fd, checkout = int(sys.argv[1]), sys.argv[2]
     model_infos = sys.argv[3] if len(sys.argv) > 3 else ""
     sys.dont_write_bytecode = True
@@ -221,7 +198,7 @@ def main() -> None:
             return {"error": str(exc)}
         return {}
 
-    def handle(request: dict[str, Any], ask: Ask) -> dict[str, Any]:
+    def handle(request: dict[str, Any], ask: Ask, send: Send) -> dict[str, Any]:
         try:
             if request["op"] == "build":
                 seed(model_infos)

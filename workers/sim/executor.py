@@ -19,6 +19,7 @@ an earlier run's, reset to a new pool's exact state: ``workers.sim.block_pools``
 
 from __future__ import annotations
 
+import functools
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -41,8 +42,9 @@ from fuzz.model.scenario import (
     required_kv_blocks,
 )
 from fuzz.model.scenario import Request as ScenarioRequest
-from fuzz.sandbox.speculation import Speculation
+from fuzz.sandbox.tape import TapedRun
 from fuzz.tiers import BaseExecutor
+from workers.sim import model_info
 from workers.sim.block_hashes import memoized_block_hasher
 from workers.sim.branch import BranchRaised, BranchRunner
 from workers.sim.fidelity import check_mirror_fidelity
@@ -93,8 +95,9 @@ class SimExecutor(BaseExecutor):
 
     tier = "sim"
 
-    def __init__(self, max_steps: int | None = None):
-        self.max_steps = max_steps
+    def __init__(self, max_steps: int | None = None, audits: bool = True):
+        self.max_steps, self.audits = max_steps, audits  # no audit: a tape child's run, judged elsewhere
+        self.model_infos = ""  # a tape child's: the deciding process's model-info cache, seeded from per run
         check_mirror_fidelity()  # warns, or (GDNFUZZ_STRICT_FIDELITY=1) refuses, naming what changed
         self._branches: dict[str, BranchRunner] = {}  # whole-branch candidates, one process per checkout
 
@@ -103,13 +106,15 @@ class SimExecutor(BaseExecutor):
     def run(self, scenario: Scenario, policy: Policy, reference: Policy | None = None) -> RunResult:
         """``scenario`` under ``policy``; with a ``reference`` (not a whole branch, nor equal to the policy),
         the run's first split decision where the two disagree is recorded (``fuzz.model.decision``). A sandboxed
-        policy with an in-process reference is run speculatively (``fuzz.sandbox.speculation``): the result is
-        the same, made without waiting on the policy's child at each call where it answers as the reference."""
-        speculation = Speculation.of(policy, reference)
-        if speculation is None:
+        policy's run is answered from its child's tape (``fuzz.sandbox.tape``), where the tape matches the run."""
+        if self.model_infos:
+            model_info.seed(self.model_infos)
+        taped = TapedRun.of(policy, scenario.to_dict(), self.max_steps, _model_infos())
+        if taped is None:
             return self._run(scenario, policy, reference)
-        return speculation.result(lambda split, probed: self._run(scenario, replace(policy, split=split),
-                                                                  reference if probed else None))
+        if unsupported_reason(scenario.engine) is None:  # the child builds these configs: their classes inspected
+            model_info.warm(scenario.engine, _pool_blocks(scenario), any(r.external_tokens for r in scenario.requests))
+        return taped.result(lambda split: self._run(scenario, replace(policy, split=split), reference))
 
     def _run(self, scenario: Scenario, policy: Policy, reference: Policy | None = None) -> RunResult:
         probe = None
@@ -247,7 +252,8 @@ class SimExecutor(BaseExecutor):
             run.scheduler.update_from_output(output, model_output)
             if drafts is not None:
                 run.scheduler.update_draft_token_ids(drafts)
-            self._audit(run, step)
+            if self.audits:
+                self._audit(run, step)
             self._note_finished(run, step)
             fault = drive.liveness(step, scheduled=output.total_num_scheduled_tokens > 0)
             if fault is not None:
@@ -442,6 +448,11 @@ class SimExecutor(BaseExecutor):
     def _collect(run: _Run) -> None:
         for rid, request in run.vllm_requests.items():
             run.result.requests[rid].output_tokens = list(request.output_token_ids)
+
+
+@functools.cache
+def _model_infos() -> str:
+    return str(model_info.cache_dir())
 
 
 def _total_tokens(scenario: Scenario) -> int:
