@@ -1,10 +1,5 @@
-"""Exit codes and the one error root every gdnfuzz error derives from.
-
-Invariant: each exception a user can meet is a :class:`GdnfuzzError` whose ``exit_code`` is what the
-command exits with, and whose message is one line that names the file and field at fault when there
-is one. The CLI (``fuzz.cli.main``) is the only place that turns an error into an exit code; no other
-module returns or exits with a bare number.
-"""
+"""Exit codes and the error root: every error a user can meet is a :class:`GdnfuzzError` whose ``exit_code`` the
+command exits with, its message one line naming the file and field at fault; only the CLI turns it into an exit."""
 
 from __future__ import annotations
 
@@ -50,23 +45,17 @@ class FieldError(InputError):
 
 
 class ConfigRejected(InputError):
-    """vLLM itself refuses this combination of engine knobs (on every tier): the input is invalid.
-
-    Distinct from a tier that cannot run a valid configuration, which is a run whose status is
-    ``unsupported`` (``fuzz.model.result.Status.UNSUPPORTED``) with the reason in its notes.
-    """
+    """vLLM itself refuses these engine knobs, on every tier (unlike an ``unsupported`` run)."""
 
 
 class ToolError(GdnfuzzError):
-    """Something outside the input and the code under test failed (an API call, a merge, a subprocess, git,
-    storage, a cluster node): exit 5, never the exit of a finding nor of a clean run."""
+    """Something outside the input and the code under test failed (API, subprocess, git, storage, a node): exit 5."""
 
     exit_code = ExitCode.INFRASTRUCTURE
 
 
 class StorageError(ToolError):
-    """A write or read of gdnfuzz's own stores failed (read-only mount, full disk, permissions): one line
-    naming the path and the errno; whatever was being stored is kept elsewhere and the message says where."""
+    """A read or write of gdnfuzz's stores failed: one line with the path, the errno and where the data was kept."""
 
     def __init__(self, path: str | Path, exc: OSError, kept: str | Path | None = None):
         self.path, self.errno = str(path), exc.errno
@@ -83,7 +72,7 @@ def errno_name(exc: OSError) -> str:
 
 
 def exit_code_of(command: Callable[[], int], prog: str) -> int:
-    """Run a command line's handler and return its exit code; an error is one line on stderr."""
+    """The exit code of a command line's handler; an error is one line on stderr."""
     try:
         return int(command())
     except GdnfuzzError as exc:

@@ -1,27 +1,6 @@
-"""The process the pytest plugin (``gdnfuzz_pytest``) replays its corpus items in: ``python -P -m
-fuzz.pytest_server IMPORT_PATH_JSON``, one per pytest session, spoken to in JSON lines over its stdin
-and stdout.
-
-A request is ``{"scenario": PATH, "candidate": P, "reference": R, "fail_on": CLASS}`` (PATH as the user
-would type it, relative to this process's working directory, the pytest invocation directory); the reply
-is ``{"outcome": O, "message": one line or two}``, ``O`` one of:
-- ``pass``: nothing ``fail_on`` counts (``fuzz.oracle.verdict.outcome`` ``clean``);
-- ``xfail``: a finding the reference shares (``known``), named with its summary;
-- ``fail``: the candidate's own finding (``new``): the verdict, its summary and the ``gdnfuzz replay``
-  command that reproduces it;
-- ``usage``: a policy that cannot be loaded (gdnfuzz's one-line error): a setting of the session, so the
-  plugin ends the session with it as a usage error instead of failing every item;
-- ``error``: no verdict: a file to fix (gdnfuzz's one-line error), or gdnfuzz's own failure (one line
-  here, its traceback on stderr).
-
-Invariants: the replay is ``gdnfuzz replay``'s (``fuzz.oracle.differential.replay`` on the sim tier,
-judged by ``finding_signature`` and ``outcome``) inside one deciding scope kept for the process's life,
-so a candidate's code runs in a sandbox child (``fuzz.sandbox``) kept warm from one item to the next.
-Nothing but replies reaches the real stdout: what the replayed code prints goes to stderr. The import
-path is the one the plugin passes (gdnfuzz's own root first, so a project's own ``fuzz`` or ``workers``
-never shadows gdnfuzz's, then the pytest process's, so ``module:attr`` candidates resolve as they did
-there); ``PYTHONSAFEPATH`` in the environment keeps the children this starts on gdnfuzz's root too.
-"""
+"""The process the pytest plugin replays corpus items in (one a session), over JSON lines on stdin and stdout.
+Invariants: replay is ``gdnfuzz replay``'s on the sim tier, in one deciding scope for the process's life; only replies
+reach the real stdout; the import path is the plugin's (gdnfuzz's root first)."""
 
 from __future__ import annotations
 
@@ -43,7 +22,7 @@ from fuzz.verbosity import set_verbosity
 
 
 def judge(shown: str, candidate: str, reference: str, fail_on: FailOn) -> dict[str, str]:
-    """One item's reply: the scenario file ``shown`` replayed under ``candidate`` and ``reference``."""
+    """``shown`` replayed: ``pass``, ``xfail`` (the reference is wrong there too) or ``fail`` (the candidate's own)."""
     scenario, _ = load_scenario(shown)
     replayed = replay(scenario, resolve_policy(candidate), resolve_policy(reference), "sim")
     sig = finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on)
@@ -57,7 +36,7 @@ def judge(shown: str, candidate: str, reference: str, fail_on: FailOn) -> dict[s
 
 
 def answer(request: dict[str, Any]) -> dict[str, str]:
-    """:func:`judge`'s reply to ``request``, or an ``error`` reply saying in one line why there is no verdict."""
+    """:func:`judge`'s reply, or a ``usage``/``error`` reply saying in one line why there is no verdict."""
     shown = str(request.get("scenario"))
     try:
         return judge(shown, str(request["candidate"]), str(request["reference"]), FailOn(request["fail_on"]))

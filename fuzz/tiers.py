@@ -1,31 +1,8 @@
-"""The tier interface: what every executor (sim, engine, kernels) offers, and the registry that finds one.
-
-An executor runs scenarios in one place (the sim tier's real Scheduler with a mirrored model
-runner, the real engine, the GDN kernels) and reports what it observed as a ``RunResult``. Its
-invariants, which the oracle and every caller rely on:
-
-- ``run(scenario, policy)`` and ``truth(scenario)`` are deterministic for a given scenario, keep no
-  state between scenarios that changes a result, and take and give plain, serialisable values, so
-  Ray can ship an executor's work anywhere.
-- A valid configuration this tier cannot run is a ``RunResult`` with ``status`` ``unsupported`` and
-  the reason in ``notes``, never an exception; a configuration vLLM itself rejects raises
-  :class:`~fuzz.errors.ConfigRejected` (the input is invalid on every tier).
-- The policy's split is installed through ``fuzz.model.policies.contract_checked`` on every tier; a
-  :class:`~fuzz.model.policies.CandidateGone` raised by a sandboxed split is a fault of the run (its
-  ``kind``: ``process-exit`` or ``hang``) at that step, like the deadline's ``hang``.
-- ``as_run(scenario)`` is the configuration the tier really runs (the engine ties the attention
-  block to B in align mode); comparisons between tiers use it.
-- ``canary_detected(scenario)`` says whether this tier catches a deliberately corrupted slot in the
-  scenario's configuration: ``True`` / ``False`` on tiers with real numerics, ``None`` where states
-  are exact (the sim tier compares token sequences, so a wrong slot cannot look right).
-- ``run(scenario, policy, reference)``: given a reference, a tier that can (the sim) asks it too at
-  every split call of the run, and records the first decision where the two answer differently on
-  the same scheduler state in ``RunResult.disagreement`` (a finding's root cause); the run is still
-  exactly the policy's. Other tiers leave it None.
-
-Nothing in ``fuzz/`` below the command line imports ``workers/``: executors are named in :data:`REGISTRY`
-by module path and imported on first use, and every command takes its ``--tier`` choices from it.
-"""
+"""The tier interface every executor (sim, engine, kernels) offers, and the registry that finds one.
+Executor invariants: ``run``/``truth`` are deterministic, keep no state across scenarios, and take and give plain data;
+a valid configuration a tier cannot run is an ``unsupported`` result, one vLLM rejects raises ConfigRejected; splits
+go through ``contract_checked`` (a CandidateGone is a run fault); ``canary_detected`` is None where states are exact;
+a reference only adds the first differing decision (sim). ``fuzz/`` imports ``workers/`` lazily via :data:`REGISTRY`."""
 
 from __future__ import annotations
 
@@ -50,11 +27,7 @@ from fuzz.model.vllm_build import compiled_ops_unavailable
 
 @dataclass(frozen=True)
 class Tier:
-    """One place scenarios run: its executor (``module:attr``), what it is, whether ``gdnfuzz confirm``
-    decides there (a tier with real state and a canary), the modules its first run imports (a fork
-    server imports them once, so a sandbox child forked from it starts with them), and whether it needs
-    vLLM's compiled ops (a tier that does is refused in one line where they cannot load:
-    ``fuzz.model.vllm_build``)."""
+    """One place scenarios run: its executor, whether ``confirm`` decides there, preloads, needs compiled ops."""
 
     name: str
     executor: str
@@ -128,13 +101,11 @@ class BaseExecutor:
         return None
 
     def deadline(self) -> float:
-        """Seconds one run may take before it is a ``hang`` (the tier keeps it; a caller waiting on a run
-        elsewhere waits this long plus its transfer)."""
+        """Seconds one run may take before it is a ``hang``."""
         return deadline_seconds()
 
     def poison_verdict(self, scenario: Scenario, policy: Policy) -> PoisonVerdict:
-        """One run's slots judged alone: a fault, unsupported, poisoned, or clean where the canary
-        is caught (or states are exact), else inconclusive (see ``PoisonVerdict``)."""
+        """One run's slots alone: fault, unsupported, poisoned, clean (canary caught or exact) or inconclusive."""
         result = self.run(scenario, policy)
         if result.faults:
             return PoisonVerdict(result.faults[0].kind, result)
@@ -150,13 +121,11 @@ class BaseExecutor:
         return None, self.canary_detected(scenario)
 
     def configuration(self, scenario: Scenario) -> dict[str, Any]:
-        """What this tier builds for ``scenario`` (the model's config, state shapes, pool, step limit), as
-        plain data, where it builds vLLM's scheduler itself (the sim); empty elsewhere."""
+        """What this tier builds for ``scenario``, as plain data, where it builds vLLM's scheduler; else {}."""
         return {}
 
     def as_run(self, scenario: Scenario) -> Scenario:
-        """The scenario as this tier actually runs it: a knob the tier cannot honour replaced by the
-        value it uses, so another tier can be compared with it on the same configuration."""
+        """The scenario as this tier really runs it (a knob it cannot honour replaced by the value it uses)."""
         return scenario
 
     def close(self) -> None:
@@ -170,16 +139,13 @@ def load(target: str) -> Any:
 
 
 def executor_for(tier: str) -> Executor:
-    """This process's executor for ``tier`` (:func:`local_executor`). Every tier runs here, whatever the
-    policy: a sandboxed policy's split answers from its child (``fuzz.sandbox.remote``), and a whole
-    branch's scheduler runs in its candidate process (``workers.sim.branch``), both as the tier calls them."""
+    """This process's executor for ``tier``: every tier runs here, whatever the policy."""
     return local_executor(tier)
 
 
 @functools.cache
 def local_executor(tier: str) -> Executor:
-    """The executor for ``tier`` in this process, created once and reused (the engine tier keeps engines
-    warm). Importing it imports what the tier needs (vLLM for sim and engine, torch for kernels)."""
+    """The executor for ``tier`` in this process, created once and reused; raises InputError or TierUnavailable."""
     if tier not in REGISTRY:
         raise InputError(f"unknown tier {tier!r}: use one of {', '.join(TIERS)}")
     if REGISTRY[tier].compiled_vllm:
@@ -195,6 +161,5 @@ def tiers_of(choice: str) -> tuple[str, ...]:
 
 
 def tier_help(choices: tuple[str, ...]) -> str:
-    """``--tier``'s help: each choice and what it is."""
     named = {**{t.name: t.description for t in REGISTRY.values()}, BOTH: f"{' and '.join(COMPARED)}, compared"}
     return "; ".join(f"{c}: {named[c]}" for c in choices)

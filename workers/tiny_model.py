@@ -1,32 +1,9 @@
-"""The tiny hybrid GDN model the engine tier runs: a Qwen3-Next config and seeded random weights.
+"""The tiny hybrid GDN model the engine tier runs: a Qwen3-Next config and seeded random weights, none from a hub.
 
-Nothing comes from a hub. :func:`tiny_config_dir` writes only ``config.json`` (what vLLM needs to
-build an engine config or an offline Scheduler); :func:`tiny_model_dir` also writes
-``model.safetensors`` with weights drawn from a seeded generator. Both directories live under the
-cache root (``$GDNFUZZ_CACHE`` or ``~/.cache/gdnfuzz``) in a folder named after the digest of the
-config and the weight recipe, so a change to either gets a fresh folder and an unchanged one is
-reused. Invariant: the same ``(config, seed)`` always yields byte-identical tensors.
-
-Shape of the model (DOMAIN.md section 6 lists the choices forced on the CPU build), and why:
-
-- layer 0 Gated DeltaNet (linear attention) with a 4-expert MoE, layer 1 full attention with a
-  dense MLP (``mlp_only_layers=[1]``), one MTP layer (``num_nextn_predict_layers=1``; its weights
-  are generated too). vLLM names the MTP layer ``mtp.layers.0``, so it reads as layer index 0 and
-  must be a MoE layer: ``Qwen3NextMTP.set_moe_parameters`` refuses a draft with none.
-- bf16; linear key/value head dim 128 (the CPU GDN kernel rejects smaller).
-- attention with 8 query and 8 KV heads of dim 256, wider than the rest of the model needs, so
-  that its page per token (8 KB) lets a 32-token attention page hold the GDN state page. In align
-  mode vLLM raises the block size until it does; a narrower attention made the engine refuse every
-  B below 384, the sizes minimized reproducers shrink to. Reaching the same limit with one GDN
-  value head instead of two moved correct runs' logprobs by up to 0.52 between chunkings.
-- every token routed to all 4 experts (``num_experts_per_tok`` 4). With top-2 routing a near-tie
-  in the router flipped the expert choice between two chunkings of one prompt and moved a correct
-  run's logprobs by 0.75 (``gdnfuzz gen --seed 5``, scenario 21); with all experts active the
-  routing weights are continuous in the inputs.
-- weights scaled (``initializer_range`` 0.2) and a slow GDN decay (``dt_bias`` -6, small
-  ``in_proj_ba``), so the next-token distribution depends strongly on the recurrent state: a state
-  a few tokens off moves logprobs far beyond bf16 noise (bench/engine_throughput.py measures both).
-"""
+:func:`tiny_config_dir` writes ``config.json``; :func:`tiny_model_dir` adds seeded ``model.safetensors``; both live
+under :func:`cache_root` in a folder named by the digest of config and weight recipe. Invariant: the same
+``(config, seed)`` always yields byte-identical tensors. The shape (DOMAIN.md section 6) makes outputs depend on
+the recurrent state far beyond bf16 noise, and lets align mode run every B from 32."""
 
 from __future__ import annotations
 
@@ -58,25 +35,25 @@ TINY_CONFIG: dict[str, Any] = {
     "layer_types": ["linear_attention", "full_attention"],
     "num_attention_heads": 8,
     "num_key_value_heads": 8,
-    "head_dim": 256,
+    "head_dim": 256,  # 8 KB a token: a 32-token attention page holds the GDN state page (align mode needs it)
     "partial_rotary_factor": 0.25,
     "rope_theta": 10000.0,
     "linear_conv_kernel_dim": 4,
-    "linear_key_head_dim": 128,
+    "linear_key_head_dim": 128,  # the CPU GDN kernel rejects smaller
     "linear_value_head_dim": 128,
     "linear_num_key_heads": 1,
     "linear_num_value_heads": 2,
     "num_experts": 4,
-    "num_experts_per_tok": 4,
+    "num_experts_per_tok": 4,  # all experts: top-2 routing flipped between chunkings of one prompt
     "moe_intermediate_size": 64,
     "shared_expert_intermediate_size": 64,
     "decoder_sparse_step": 1,
     "mlp_only_layers": [1],
     "norm_topk_prob": True,
-    "num_nextn_predict_layers": 1,
+    "num_nextn_predict_layers": 1,  # the MTP layer reads as layer 0, so it must be MoE (Qwen3NextMTP)
     "hidden_act": "silu",
     "rms_norm_eps": 1e-6,
-    "initializer_range": 0.2,
+    "initializer_range": 0.2,  # with the slow GDN decay, a state a few tokens off moves logprobs past bf16 noise
     "max_position_embeddings": 16384,
     "tie_word_embeddings": False,
     "attention_bias": False,
@@ -119,11 +96,7 @@ def _materialise(name: str, config: dict[str, Any], with_weights: bool) -> Path:
 
 
 def tiny_config_dir() -> Path:
-    """A directory holding only the tiny model's ``config.json`` (MTP-capable); no weights.
-
-    Enough for ``EngineArgs(model=str(tiny_config_dir()), skip_tokenizer_init=True,
-    load_format="dummy", ...).create_engine_config()`` and an offline Scheduler.
-    """
+    """A directory with only the tiny model's ``config.json`` (MTP-capable): enough for engine configs, a Scheduler."""
     return _materialise("tiny-qwen3-next-config", TINY_CONFIG, with_weights=False)
 
 
@@ -136,11 +109,8 @@ def tiny_model_dir() -> Path:
 
 
 def gdn_state_shapes(config: dict[str, Any]) -> tuple[tuple[int, int], tuple[int, int, int]]:
-    """A GDN layer's per-slot state: conv ``(kernel - 1, conv_dim)`` and SSM ``(value heads, key dim, value dim)``.
-
-    ``conv_dim`` is the channels the short convolution runs over: queries and keys of every key head
-    and values of every value head.
-    """
+    """A GDN layer's per-slot state: conv ``(kernel - 1, conv_dim)`` (queries and keys of every key head, values of
+    every value head) and SSM ``(value heads, key dim, value dim)``."""
     nk, nv = config["linear_num_key_heads"], config["linear_num_value_heads"]
     dk, dv = config["linear_key_head_dim"], config["linear_value_head_dim"]
     return (config["linear_conv_kernel_dim"] - 1, 2 * nk * dk + nv * dv), (nv, dk, dv)
@@ -217,11 +187,8 @@ def checkpoint_shapes(config: dict[str, Any]) -> dict[str, tuple[int, ...]]:
 
 
 def random_weights(config: dict[str, Any], seed: int) -> dict[str, Any]:
-    """Seeded bf16 tensors for :func:`checkpoint_shapes` (each drawn from its own name-derived stream).
-
-    Norm weights: 0 for the ``1 + w`` RMSNorms, 1 for the gated GDN norm. ``A_log`` is small so
-    the delta-rule state decays slowly and the output keeps a long memory of the state.
-    """
+    """Seeded bf16 tensors for :func:`checkpoint_shapes`, each from its own name-derived stream (norms: 0 for the
+    ``1 + w`` RMSNorms, 1 for the gated GDN norm; a small ``A_log`` for a slow state decay)."""
     import torch
 
     std = config["initializer_range"]

@@ -1,72 +1,9 @@
 """vLLM's own Triton kernels, run on CPU by Triton's interpreter: every workaround in one place.
 
-Triton's interpreter (what ``TRITON_INTERPRET=1`` turns on) runs a ``@triton.jit`` kernel as
-Python over numpy, program by program, on CPU tensors. vLLM 0.32's CPU build and Triton 3.9 need
-the following to get there. Each is scoped: vLLM's and Triton's modules are as they were after
-:func:`interpreted` returns and after every :meth:`Interpreted.running` block; only the private
-copies below keep what was done to them.
-
-Always done (nothing runs without them):
-
-- **Private copies.** vLLM's kernel modules (:data:`SOURCES`) are executed again from their files
-  as new modules named ``_gdnfuzz_interpreted_<set>_<key>`` (a package for the FLA ops, so their
-  relative imports resolve inside the copy). While they are imported, ``vllm.triton_utils`` lends
-  them the real ``triton``, ``tl`` and ``tldevice`` (on a CPU build it holds placeholders whose
-  ``jit`` returns the plain function: "Triton is installed, but doesn't include CPU backend.
-  Disabling Triton."), and ``triton.knobs.runtime.interpret`` is on, so each ``@triton.jit`` in
-  them becomes an ``InterpretedFunction``. Both are restored when the import ends; vLLM's own
-  modules keep their placeholders and are never re-imported.
-- **fla-core.** Where vLLM's copy cannot be loaded, or to run what ``bench/gpu_check.sh``'s triton
-  backend runs on a machine without vLLM, :meth:`Interpreted.fla_core` imports ``fla-core``'s
-  ``fla.ops.gated_delta_rule`` with the interpreter on, as ``fla`` itself: its modules import each
-  other by absolute name, so a private copy would not hold together. That import is the one
-  thing here that outlives its scope, so it is refused where it could matter: where a CUDA
-  device is (there ``fla`` is the triton backend's, compiled), where ``fla`` is already imported,
-  and under any set of workarounds but all of them. Only gdnfuzz's Triton backends import ``fla``.
-- **Triton's own leftovers.** The interpreter, the first time it runs a function, adds the names
-  its rewritten code needs to that function's module globals where they are missing (Triton's
-  ``FunctionRewriter``), ``triton.language.standard``'s included once its functions run
-  interpreted. They are new names only, which compiled Triton never looks up.
-- **No GPU driver.** Nothing here installs one: the interpreter launches on CPU tensors, and with
-  one autotune config (below) nothing asks ``triton.runtime.driver.active``, which on this machine
-  raises ``RuntimeError: 0 active drivers ([]). There should only be one.``
-
-The :class:`Workaround` set (all on by default; a smaller set shows what each one is for):
-
-- ``single-config``: every ``triton.autotune`` in the copies keeps one config, the one with the
-  largest tiles (the product of its integer meta-parameters; the first of equals). With several,
-  the autotuner benchmarks them with ``driver.active.get_benchmarker()``, which has no driver
-  here. Any config computes the same function (on GPU the fastest wins); the largest tiles make
-  the fewest programs and loop trips, which is what the interpreter's time goes by (``chunk_o``'s
-  ``BK = BV = 64`` rather than the first config's 32: a quarter of the ``tl.dot`` calls).
-- ``builtin-aliases``: a module-level alias of a ``tl`` builtin (``exp = tl.exp`` in FLA's
-  ``op.py``, imported as ``from .op import exp``) holds the builtin itself. The interpreter patches
-  builtins as attributes of ``triton.language`` while a kernel runs, so the alias, called without
-  a code generator, fails. In the copies each such alias becomes a function that looks
-  ``tl.<name>`` up when it is called.
-- ``loop-index``: the interpreter runs ``for i_t in range(NT)`` as Python, so ``i_t`` is an int,
-  and ``i_t.to(tl.int64)`` (``chunk_delta_h.py``, the chunked kernel's state recurrence) fails with
-  ``AttributeError: 'int' object has no attribute 'to'``: the failure first met with ``fla-core``.
-  In the copies ``range`` yields ints that also have ``.to`` (a scalar tensor cast to that type).
-- ``stdlib``: Triton's standard library (``tl.sum``, ``tl.max``, ``tl.cdiv``, ``tl.sigmoid``:
-  ``@jit`` functions of ``triton.language.standard``) was made of ``JITFunction`` objects when
-  Triton was imported without ``TRITON_INTERPRET``; one called inside an interpreted kernel raises
-  ``RuntimeError: Cannot call @triton.jit'd outside of the scope of a kernel``. For the duration of
-  :meth:`Interpreted.running` they are replaced by the ``InterpretedFunction`` objects
-  ``TRITON_INTERPRET=1`` would have made, and put back after.
-- ``bool-mask``: a scalar comparison keeps its operands' type in the interpreter's handle
-  (``valid = checkpoint_offset > 0`` on an int32 load), so broadcast against a block in
-  ``valid & (cols < n)`` it becomes int32 0/1, and the masked load rejects it (``ValueError: mask
-  has unsupported dtype``: Mamba2's checkpoint export). During :meth:`Interpreted.running` masked
-  loads and stores take ``mask != 0``.
-
-Not worked around, because it cannot be without rewriting the interpreter's arithmetic: Triton 3.9's
-interpreter keeps ``bfloat16`` as raw ``uint16`` bit patterns, and its elementwise ops and
-``tl.dot`` compute on those patterns (``np.matmul`` of the integers), so a kernel that does
-arithmetic in bf16 returns garbage without an error. Callers pass float16 (numpy's own type) where
-the GPU passes bf16; a bf16 value converted to float32 before use (``tl.load(p).to(tl.float32)``)
-is exact and fine.
-"""
+Invariants: each change is scoped (vLLM's and Triton's modules are as they were after :func:`interpreted` and each
+:meth:`Interpreted.running`; only private copies ``_gdnfuzz_interpreted_*`` keep theirs, Triton adds only new global
+names) but fla-core's import (:meth:`Interpreted.fla_core`), refused with CUDA, with ``fla`` imported, or under fewer
+than all workarounds. Not worked around: bf16 is computed on raw bit patterns, so callers pass float16 instead."""
 
 from __future__ import annotations
 
@@ -87,11 +24,11 @@ from typing import Any
 
 
 class Workaround(StrEnum):
-    SINGLE_CONFIG = "single-config"
-    BUILTIN_ALIASES = "builtin-aliases"
-    LOOP_INDEX = "loop-index"
-    STDLIB = "stdlib"
-    BOOL_MASK = "bool-mask"
+    SINGLE_CONFIG = "single-config"  # each autotune keeps its largest-tile config (no driver to benchmark with)
+    BUILTIN_ALIASES = "builtin-aliases"  # an alias such as ``exp = tl.exp`` looks ``tl.exp`` up when called
+    LOOP_INDEX = "loop-index"  # ``range`` yields ints that also have ``.to`` (``i_t.to(tl.int64)``)
+    STDLIB = "stdlib"  # ``triton.language.standard``'s JITFunctions swapped for interpreted ones while running
+    BOOL_MASK = "bool-mask"  # masked loads and stores take ``mask != 0`` (a scalar compare can give int32 0/1)
 
 
 ALL = frozenset(Workaround)
@@ -150,8 +87,7 @@ class Launch:
 
 @dataclass(frozen=True)
 class KernelFailure:
-    """A kernel the interpreter cannot run: its name, the interpreter's error, and the construct (the
-    kernel source line it failed on)."""
+    """A kernel the interpreter cannot run: its name, the interpreter's error, and the construct (its failing line)."""
 
     kernel: str
     error: str
@@ -162,9 +98,8 @@ class KernelFailure:
 
 
 def failure_of(exc: BaseException, kernel: str = "") -> KernelFailure:
-    """The failure an error out of a launch reports: the innermost error of its ``__cause__`` chain (the
-    interpreter wraps a kernel's error, and a device function's in the kernel's), and the construct, the
-    innermost line of vLLM's files it went through; ``kernel`` defaults to that line's function."""
+    """What an error out of a launch reports: the innermost error of its ``__cause__`` chain and the innermost line
+    of vLLM's files it went through (the construct); ``kernel`` defaults to that line's function."""
     chain = [exc]
     while chain[-1].__cause__ is not None:
         chain.append(chain[-1].__cause__)
@@ -208,11 +143,8 @@ def _late_bound(tl: ModuleType, name: str) -> Callable[..., Any]:
 
 
 class Interpreted:
-    """Private interpreter-ready copies of vLLM's Triton modules, under one set of workarounds.
-
-    Invariant: the copies' kernels are ``InterpretedFunction`` objects (behind any autotuner or
-    heuristics wrapper); every launch through :meth:`running` is recorded as a :class:`Launch`.
-    """
+    """Private interpreter-ready copies of vLLM's Triton modules, under one set of workarounds. Invariant: their kernels
+    are ``InterpretedFunction`` objects, and every launch through :meth:`running` is recorded as a :class:`Launch`."""
 
     def __init__(self, workarounds: frozenset[Workaround] = ALL):
         reason = unavailable_reason()
@@ -336,11 +268,7 @@ class Interpreted:
 
     @contextlib.contextmanager
     def running(self) -> Iterator[list[Launch]]:
-        """Kernels of the copies may be launched inside; yields the launches made (appended as they end).
-
-        numpy's floating-point warnings are off inside: a kernel computes ``exp`` of masked-out
-        differences that overflow to inf and are discarded by ``tl.where`` afterwards, as on a GPU,
-        which says nothing either; a value that stays wrong shows in the conformance errors."""
+        """Kernels of the copies may be launched inside; yields the launches. numpy float warnings are off."""
         import numpy as np  # noqa: PLC0415
 
         launches: list[Launch] = []

@@ -1,9 +1,6 @@
-"""The ``gdnfuzz`` command line: one module per subcommand, listed in :data:`SUBCOMMANDS`.
-
-Exit codes (``fuzz.errors.ExitCode``), for every subcommand: 0 nothing diverged, 1 a divergence (or
-a saved finding), 2 bad input (one line on stderr naming the file and field), 3 the tiers disagree
-(``replay --tier both``). This is the one place where an error becomes an exit code.
-"""
+"""The ``gdnfuzz`` command line: one module per subcommand (:data:`SUBCOMMANDS`), and the one place where an error
+becomes an exit code: 0 nothing diverged, 1 a divergence (or a saved finding), 2 bad input (one line on stderr
+naming the file and field), 3 the tiers disagree (``replay --tier both``)."""
 
 from __future__ import annotations
 
@@ -33,19 +30,38 @@ from fuzz.cli import (
     verify_fixed,
     warm,
 )
-from fuzz.cli.options import Parser, check_policy_options
+from fuzz.cli.options import DefaultsFormatter, Parser, check_policy_options
 from fuzz.errors import exit_code_of
 from fuzz.sandbox.scope import deciding
 from fuzz.verbosity import set_verbosity
+
+
+class JobsFormatter(DefaultsFormatter):
+    """The top-level help: the epilog (:data:`JOBS`) keeps its lines."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return text if text.startswith("subcommands by job") else super()._fill_text(text, width, indent)
+
 
 VERBOSE_HELP = "show vLLM's own log lines, in this process and its children: -v its INFO, -vv its DEBUG (default: errors only)"
 SUBCOMMANDS = (replay, compare, gen, policies, run, minimize, confirm, campaign, status, dashboard, file_issue,
                coverage, ci, merge, prune, fidelity, verify_fixed, bisect, export_test, schema, warm)
 
 
+JOBS = """subcommands by job:
+  fuzz a split (yours: --candidate FILE.py:ATTR)   run, replay, minimize, gen, policies, warm
+  replay the corpus in CI (or the pytest plugin)   replay, coverage, merge, prune, fidelity
+  check a pull request                             ci
+  a campaign on a Ray cluster                      campaign, status, dashboard
+  a finding, after it is found                     export-test, file-issue, confirm, verify-fixed, bisect
+  costs, and the scenario format                   compare, schema
+each subcommand's --help lists its flags."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
-        prog="gdnfuzz", description="Differential fuzzing of vLLM's Mamba/GDN align-mode chunk split.")
+        prog="gdnfuzz", description="Differential fuzzing of vLLM's Mamba/GDN align-mode chunk split.", epilog=JOBS,
+        formatter_class=JobsFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
                         help="print gdnfuzz's version and exit")
     parser.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)

@@ -1,8 +1,5 @@
-"""``gdnfuzz bisect BUNDLE --checkout DIR --good REV --bad REV [--fixed] [--mode split|branch]``: the first
-vLLM revision where a finding reproduces (or, with ``--fixed``, stops reproducing), recorded in the bundle.
-
-``--json``: the log goes to stderr and stdout holds one JSON object, ``{"bundle", "field", "record",
-"log"}``: the bundle field written (``regression_range`` or ``fixed_in``) and what was written there."""
+"""``gdnfuzz bisect BUNDLE --checkout DIR --good REV --bad REV``: the first vLLM revision where a finding reproduces
+(``--fixed``: stops reproducing), recorded in the bundle; ``--json``: one object on stdout, the log on stderr."""
 
 from __future__ import annotations
 
@@ -20,8 +17,7 @@ from fuzz.triage.candidate import MODES
 
 
 def cmd_bisect(args: argparse.Namespace) -> int:
-    """Exit 0 when the range is found and recorded; 2 on bad input (a bundle, a revision, an end that is
-    not what it is said to be)."""
+    """Exit 0 once the range is recorded; 2 on bad input (a bundle, a revision, an end that is not as said)."""
     bundle = load_bundle(args.bundle)
     log = sys.stderr if args.json else sys.stdout
     result = bisect(bundle, Path(args.checkout), args.good, args.bad, args.fixed, args.mode,

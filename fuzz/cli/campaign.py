@@ -1,14 +1,6 @@
-"""``gdnfuzz campaign``: continuous fuzzing on Ray (embedded locally, or on a cluster with ``--address auto``).
-
-Fuzzer actors run the atheris harness, one crash store dedups and minimizes,
-verifier actors confirm findings on the engine tier (see :mod:`workers.campaign.driver`).
-Exit code: that of every finding the campaign holds at the end, minimized or stored as found
-(``exit_code_for``: 1 for a correctness finding of the candidate's own, 0 when there is none); 2 on
-bad input; 5 when the store refused writes at the end (one line naming the path, the errno and where
-the findings were kept) or the Ray head was lost (one line saying what is saved and how to resume).
-``--resume`` continues a campaign from its shared store with the settings it was started with
-(``crashes/campaign.json``), for the time it had left.
-"""
+"""``gdnfuzz campaign``: continuous fuzzing on Ray (embedded, or a cluster with ``--address auto``); ``--resume``
+continues from the store's ``campaign.json`` for the time left. Exit: every held finding's (``exit_code_for``); 2 bad
+input; 5 when the store refused writes at the end or the Ray head was lost (one line saying what is saved)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,10 @@
 """``gdnfuzz ci``: the code-change check for a PR (replay the corpus, fuzz for a budget, fail on new signatures).
 
-Two forms:
-- code-change (``--base REV``, or no ``--candidate``): the PR's code as candidate (``--candidate``: the
-  ``--checkout`` work tree by default, overlaid on the installed vLLM as whole-branch mode does; ``vllm``
-  where the installed build is the PR's, as in vLLM's CI) against the base's code read from git objects
-  as reference (``--base``, by default the merge base of HEAD with the default upstream branch); a
-  finding is new only if it does not reproduce on the base (``fuzz.triage.code_change``);
-- split-only (``--candidate CHECKOUT`` without ``--base``): a checkout's split (or whole scheduling code)
-  against ``--reference``, the installed vLLM by default.
-
-Exit 0: no signature outside the baseline; 1: one or more new signatures (each is a failing JUnit case,
-a SARIF ``new`` result and a row of the summary); 2: bad input (a corpus file, a baseline file, a
-policy, in the split-only form a checkout the installed vLLM cannot run, or, strict by default, a runner mirror not checked
-against the installed vLLM); 5: ``--baseline-issues`` could not be read (the API unreachable, an error,
-an answer that is not the API's) while a signature outside the rest of the baseline was found: it may
-be known; in the code-change form, also the base that cannot be read from git (no merge base, a shallow
-clone, a revision that is not there) or a side that cannot be loaded on the installed vLLM; and, without a
-new signature, a run that did not judge all it was asked to: the overall time bound (``--max-time``)
-reached, or a fuzzing step that ran no input. The reports are written in every one of these cases but
-bad input, and the summary says why. Each corpus file is said on stderr as it is replayed.
-Everything goes under ``--out`` (``fuzz.triage.ci.CiPaths``).
-"""
+Code-change form (``--base``, or no ``--candidate``): the PR's code against the base read from git objects;
+split-only (``--candidate`` alone): against ``--reference``. Exit 0: no signature outside the baseline; 1: new
+signatures; 2: bad input (a corpus or baseline file, a policy, an unrunnable split-only checkout, an unchecked
+runner mirror); 5: a new signature while ``--baseline-issues`` could not be read, a base or side that cannot be had,
+or, with none new, the time bound reached or a fuzzing step that ran nothing. Reports (``--out``): all but exit 2."""
 
 from __future__ import annotations
 
@@ -87,9 +71,7 @@ def _baseline(args: argparse.Namespace) -> tuple[set[str], str, str | None]:
 
 @dataclass(frozen=True)
 class CiClock:
-    """The overall time bound (``--max-time``): work stops at :attr:`until`, :data:`STOP_MARGIN_S` before
-    it, so that stopping the fuzzers, storing what they found and writing the reports end within it.
-    Progress lines (:meth:`say`) carry the seconds since the start."""
+    """The overall bound (``--max-time``): work stops at :attr:`until`, :data:`STOP_MARGIN_S` early, to end in it."""
 
     started: float
     max_time: float
@@ -135,10 +117,8 @@ def _ci(args: argparse.Namespace) -> int:
 
 
 def _code_change(args: argparse.Namespace, paths: CiPaths, clock: CiClock) -> int:
-    """The PR's code (``--candidate``, by default the ``--checkout`` work tree) against ``--base`` read
-    from git objects (``fuzz.triage.code_change``); a side that cannot be had, or not before the time
-    bound, is exit 5, reports written. A ``--checkout`` that is no vLLM checkout (``gdnfuzz ci`` run in
-    the wrong directory) is a usage error, exit 2, saying where to run it."""
+    """The PR's code against ``--base`` read from git objects: a side not had (or not in time) is exit 5, reports
+    written; a ``--checkout`` that is no vLLM checkout is exit 2."""
     if args.reference is not None:
         raise InputError("--reference: in the code-change form the reference is the base (--base)")
     if not (Path(args.checkout) / CHECKOUT_SCHEDULER_SPLIT).is_file():
@@ -232,8 +212,7 @@ def _source_file(candidate: str) -> str:
 
 
 def _write_reports(args: argparse.Namespace, paths: CiPaths, report: CiReport) -> None:
-    """JUnit, SARIF and the summary under ``--out``, the summary printed too; written once every process a
-    candidate started is gone (``fuzz.sandbox.scope.stop_children``), so none can rewrite them."""
+    """JUnit, SARIF and the summary under ``--out`` (the summary printed), once no candidate process is left."""
     stop_children()
     mark_new(report)
     paths.out.mkdir(parents=True, exist_ok=True)

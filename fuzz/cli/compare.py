@@ -1,11 +1,6 @@
-"""``gdnfuzz compare --candidate A --reference B CORPUS...``: what a split change costs in cache hits,
-forward passes and chunks across a set of workloads (A/B, per request and per scenario).
-
-Arguments are scenario files or directories of them. Prints the table; ``--json FILE`` writes every
-figure (``gdnfuzz dashboard --compare FILE`` plots it); ``--tier both`` runs sim and engine and adds
-the per-request agreement of their hit tokens. Exit 0, or 2 on bad input: costs are measured here,
-``gdnfuzz replay --fail-on`` is the command that fails on them.
-"""
+"""``gdnfuzz compare --candidate A --reference B CORPUS...``: a split change's A/B cost (cache hits, passes, chunks).
+``--json FILE`` writes every figure; ``--tier both`` adds the tiers' hit-token agreement. Exit 0, or 2 on bad input:
+costs are measured here, ``gdnfuzz replay --fail-on`` fails on them."""
 
 from __future__ import annotations
 
@@ -25,9 +20,7 @@ from fuzz.triage.compare import compare_costs, hit_agreement, summarize
 
 
 def scenario_files(paths: list[str]) -> list[tuple[str, Scenario]]:
-    """Every scenario named, directories expanded to their regular ``*.json`` files (sorted; anything else so
-    named, a FIFO say, is skipped with a line on stderr), each validated (a file named that is not a
-    regular file is one line, exit 2)."""
+    """Every scenario named, validated (a missing one: exit 2); directories give their regular ``*.json`` files."""
     files = json_input.expand_dirs(paths, _skipped)
     missing = next((f for f in files if not f.exists()), None)
     if missing is not None:

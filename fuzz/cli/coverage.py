@@ -1,10 +1,5 @@
-"""``gdnfuzz coverage CORPUS_DIR...``: how much of vLLM's split and MambaManager a corpus reaches.
-
-Replays every input on the sim tier under line and branch coverage of ``vllm/v1/core`` (as
-ClusterFuzzLite's coverage mode replays a corpus), prints per-function figures for
-``Scheduler._mamba_block_aligned_split`` and ``MambaManager``'s methods, and writes coverage.py's
-HTML report of ``vllm/v1/core`` to ``--html`` (default ``coverage-html``). Exit 0; 2 for bad input.
-"""
+"""``gdnfuzz coverage CORPUS_DIR...``: replays a corpus on the sim tier under line and branch coverage of
+``vllm/v1/core``: per-function figures for the split and MambaManager, HTML to ``--html``. Exit 0; 2 bad input."""
 
 from __future__ import annotations
 

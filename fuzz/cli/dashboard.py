@@ -1,7 +1,5 @@
-"""``gdnfuzz dashboard --out FILE.html``: the campaign's static HTML page (plots and findings).
-
-The versions the campaign ran against come from its record on the crash store (``campaign.json``, written by
-``gdnfuzz campaign``); a store without one gives a page that says they were not recorded."""
+"""``gdnfuzz dashboard --out FILE.html``: the campaign's static HTML page (plots and findings), with the versions
+in the store's ``campaign.json`` (without one, the page says they were not recorded)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""``gdnfuzz export-test``: findings as pytest files needing only vLLM and pytest.
-
-``gdnfuzz export-test FILE_OR_BUNDLE [--out test_x.py] [--checks installed|candidate]``: one finding as one
-self-contained file. ``gdnfuzz export-test --suite DIR_OR_FILES... --out DIR``: the suite a vLLM PR adds
-under ``tests/v1/core/``, the shared harness module and one test module parametrized over the findings.
-Each says what it checks (the installed vLLM's split, or with ``--checks candidate`` the candidate's) and
-what it does on the installed vLLM. Exit 0 once written; 2 on bad input (or nothing to export).
-"""
+"""``gdnfuzz export-test``: findings as pytest files needing only vLLM and pytest: one file or bundle as one test,
+or with ``--suite`` the suite a vLLM PR adds under ``tests/v1/core/``. Exit 0 once written; 2 on bad input (or
+nothing to export)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""``gdnfuzz fidelity``: is the sim tier's runner mirror checked against the installed vLLM?
-
-Prints each vLLM function ``workers/sim/runner_mirror.py`` mirrors whose source differs from the
-fingerprint recorded in ``workers/sim/mirror_fingerprints.json``. Exit 0 when none does; with
-``--strict`` a difference is exit 2 (as ``gdnfuzz ci`` treats it), else a warning and exit 0.
-``--record`` rewrites the fingerprints from the installed vLLM: only after re-checking the mirror.
-"""
+"""``gdnfuzz fidelity``: is the sim tier's runner mirror checked against the installed vLLM? Prints each mirrored
+function whose source differs from ``workers/sim/mirror_fingerprints.json``; exit 0, or 2 with ``--strict``.
+``--record`` rewrites the fingerprints: only after re-checking the mirror."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""``gdnfuzz merge OUT IN...``: libFuzzer's corpus merge over the harness (what ``run -- -merge=1`` does).
-
-Inputs of the IN directories that add coverage of vLLM's instrumented scheduling code to OUT are copied
-into OUT (``--set-cover``: libFuzzer's smaller set-cover selection). A merge runs every input, so one that
-diverges is stored as found in the crash store (``--crashes``, git-ignored by default), and the merge
-names each such bundle. Exit 0 once merged; 1 if the merge failed (OUT unchanged but for what libFuzzer
-had already copied); 2 bad input.
-"""
+"""``gdnfuzz merge OUT IN...``: libFuzzer's corpus merge over the harness (what ``run -- -merge=1`` does); an input
+that diverges is stored as found in ``--crashes`` and named. Exit 0 merged; 1 the merge failed (OUT unchanged but
+for what libFuzzer had copied); 2 bad input."""
 
 from __future__ import annotations
 
@@ -36,7 +31,6 @@ def run_merge(request: MergeRequest, args: argparse.Namespace) -> int:
 
 
 def _bundles(crashes: Path) -> set[Path]:
-    """The finding bundles in a crash store (directories with a ``verdict.json``)."""
     return {p.parent for p in crashes.glob("*/verdict.json")}
 
 
@@ -54,8 +48,7 @@ def add_merge_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_merge_harness_args(p: argparse.ArgumentParser) -> None:
-    """What a standalone merge's harness runs under (``merge``, ``prune``): the policies, ``--fail-on``,
-    where inputs that diverge while merging are saved, and the timeout."""
+    """A standalone merge's harness flags (``merge``, ``prune``): policies, ``--fail-on``, ``--crashes``, timeout."""
     add_policy_args(p)
     add_fail_on_arg(p)
     p.add_argument("--crashes", default=str(default_crashes()),

@@ -1,12 +1,5 @@
-"""``gdnfuzz minimize FILE``: minimize one scenario by hand, keeping its signature.
-
-Loads the scenario, computes its signature under candidate vs reference on the
-sim tier, minimizes it (fuzz.reduce.minimize) and writes the result atomically, with
-an ``origin`` and, when the reference is ``vllm``, the ``expect`` annotation the
-corpus replay checks. Exit codes: 1 the scenario reproduces a finding (the
-minimized file is written), 0 it is clean (nothing to minimize, nothing
-written), 2 bad input (one line on stderr).
-"""
+"""``gdnfuzz minimize FILE``: minimize one scenario by hand, keeping its signature, written with an ``origin`` (and,
+against ``vllm``, the ``expect`` the corpus replay checks). Exit 1: minimized (written); 0: clean; 2: bad input."""
 
 from __future__ import annotations
 

@@ -16,8 +16,7 @@ from fuzz.search.settings import DEFAULT_CRASHES, default_crashes
 
 
 class DefaultsFormatter(argparse.HelpFormatter):
-    """Every option's default in ``--help``: appended as ``(default: X)`` unless its help already says what
-    the default is, or there is none worth saying (None, False, an empty list: the option's absence)."""
+    """``--help`` appends ``(default: X)`` unless the help already says it or there is none worth saying."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
@@ -40,9 +39,8 @@ SPEC_FORMS = "module:attr, file.py:attr, a vLLM checkout directory or branch:DIR
 
 
 def check_policy_spec(flag: str, text: str) -> None:
-    """A spec that can only be an unknown name (not built in, no ``:``, no directory of that name) is bad
-    input at once, with the nearest built-in names, before any vLLM import; every other form is loaded
-    where it runs (``fuzz.model.policies.resolve_policy``), which names what is wrong with it."""
+    """A spec that can only be an unknown name is bad input at once (with the nearest built-ins), before any
+    vLLM import; every other form is checked where it is loaded (``resolve_policy``)."""
     if text in BUILTINS or ":" in text or text.startswith(BRANCH_PREFIX) or Path(text).is_dir():
         return
     near = difflib.get_close_matches(text, BUILTINS, n=2, cutoff=0.6)
@@ -66,8 +64,7 @@ def complete_policy(prefix: str, **kwargs: object) -> list[str]:
 
 
 def add_policy_option(p: argparse.ArgumentParser, flag: str, help: str, **kwargs: object) -> None:
-    """One policy option (``--candidate``, ``--reference``, ``--policy``): checked by
-    :func:`check_policy_options` before the subcommand runs, completed by :func:`complete_policy`."""
+    """A policy option, checked by :func:`check_policy_options` before the subcommand runs; :func:`complete_policy`."""
     action = p.add_argument(flag, metavar="POLICY", help=help, **kwargs)  # type: ignore[arg-type]
     action.completer = complete_policy  # type: ignore[attr-defined]
     p.set_defaults(policy_options=(*(p.get_default("policy_options") or ()), (flag, action.dest)))

@@ -1,10 +1,6 @@
-"""``gdnfuzz prune``: shrink a corpus queue with no loss of coverage (``fuzz.store.corpus_merge.merge_corpus``).
-
-The seeds and regressions are the baseline; ``CORPUS/queue`` (its top level and per-fuzzer working
-directories) becomes the smallest set libFuzzer's set-cover merge picks; an input over libFuzzer's
-``-max_len`` is named and left as it is (never read whole nor copied). Exit 0 once pruned (the queue is
-left unchanged if the merge fails: exit 5).
-"""
+"""``gdnfuzz prune``: shrink ``CORPUS/queue`` to libFuzzer's set-cover selection over the seeds and regressions, with
+no loss of coverage; an input over ``-max_len`` is named and left. Exit 0 once pruned; 5 if the merge fails (the
+queue unchanged)."""
 
 from __future__ import annotations
 

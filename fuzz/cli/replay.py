@@ -1,16 +1,6 @@
-"""``gdnfuzz replay FILE_OR_DIR...``: one row per scenario, and the exit code of the whole call.
-
-A directory stands for its regular ``*.json`` files, sorted (``compare`` and ``coverage`` take the same);
-anything else so named there is skipped with a line on stderr.
-
-Rows: file, tier, verdict, whose finding it is (``outcome``: ``new`` for the candidate's own, ``known``
-where the reference is wrong too), its signature, requests resumed, poisoned slots, whether the file's
-expectation for this candidate held, and the kind (the headline finding's summary). With ``--tier
-both`` each scenario runs on sim and engine and the row says ``agree`` or ``DISAGREE`` on the poison
-verdict. Each file's rows are printed as soon as that file is done: plain lines under a header in a log or
-a pipe, styled lines above a progress bar on a terminal (:mod:`fuzz.cli.replay_output`). The exit code counts only the candidate's own findings of the classes ``--fail-on`` counts
-(``fuzz.oracle.verdict.outcome``: the policy ``ci`` and the pytest plugin apply too).
-"""
+"""``gdnfuzz replay FILE_OR_DIR...``: one row per scenario (a directory: its regular ``*.json`` files, sorted), each
+file's shown as soon as it is done. The exit code counts only the candidate's own findings of the classes
+``--fail-on`` counts (``fuzz.oracle.verdict.outcome``); ``--tier both`` adds the tiers' agreement."""
 
 from __future__ import annotations
 
@@ -44,8 +34,7 @@ from fuzz.tiers import BOTH, TIERS, tier_help, tiers_of
 
 def _row(name: str, tier: str, scenario: Scenario, replayed: Any, expectation: bool | None,
          fail_on: FailOn) -> dict[str, Any]:
-    """One scenario's row; ``signature`` names its finding (the lowest-ranked class first), whatever
-    ``--fail-on`` counts; ``counted`` is the signature of what it counts."""
+    """One scenario's row; ``signature`` names its finding whatever ``--fail-on`` counts, ``counted`` what it counts."""
     v = replayed.verdict
     first = v.located
     signature = finding_signature(v, scenario, replayed.candidate, FailOn(ANY))
@@ -80,9 +69,7 @@ Loaded = tuple[str, Scenario, dict[str, Any]] | tuple[str, InputError]
 
 def replay_rows(loaded: list[Loaded], candidate: Policy, reference: Policy, tier: str,
                 fail_on: FailOn) -> Iterator[list[dict[str, Any]]]:
-    """Each file's rows, in order, each file's yielded as soon as it is replayed (before the next one runs): a
-    file that failed to load (``(name, error)``) or to run gets an error row; with two tiers both rows say
-    whether the tiers agree."""
+    """Each file's rows, yielded as soon as it is replayed (an error row for a file that fails; tier agreement)."""
     for entry in loaded:
         name = entry[0]
         per_tier = []

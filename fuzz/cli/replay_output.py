@@ -1,11 +1,6 @@
 """``gdnfuzz replay``'s rows as each file is done: a JSON object, a plain line, or a styled line above a progress bar.
-
-Invariants: a file's rows are shown as soon as that file is replayed (:func:`row_view` takes them one file at a
-time); the plain and the terminal renderings come from one set of cells (:func:`row_cells`) and one column
-layout (:class:`Columns`), the terminal only adding colour and a progress bar that leaves no trace; ``--json``
-prints each row as one JSON object with sorted keys, flushed. A streamed row cannot be laid out by a table
-drawn once at the end, so a terminal gets aligned lines too, printed above the bar as they come.
-"""
+Invariant: plain and terminal lines come from one set of cells (:func:`row_cells`) and one layout (:class:`Columns`),
+the terminal adding only colour and a transient bar; ``--json`` rows are sorted-key, flushed."""
 
 from __future__ import annotations
 
@@ -44,9 +39,8 @@ def row_cells(r: Row) -> list[str]:
 
 
 class Columns:
-    """Widths for rows that arrive one at a time. Each column starts as wide as its header and every value it
-    can hold that is known before any file runs (the file names, the tiers, verdicts, outcomes and
-    expectations), and widens when a longer value arrives (a signature); ``kind``, the last, is never padded."""
+    """Widths for rows arriving one at a time: each column starts as wide as its header and its values known up
+    front, and widens for a longer value; ``kind``, the last, is never padded."""
 
     def __init__(self, names: Sequence[str], tier: str):
         known: dict[str, Iterable[str]] = {"file": names, "tier": (*tiers_of(tier), tier),
@@ -62,7 +56,6 @@ class Columns:
         return "  ".join(self.pad(cells)).rstrip()
 
     def styled(self, cells: list[str]) -> Text:
-        """The line :meth:`line` prints, each value in its column's style for it."""
         from rich.text import Text
 
         text = Text()
@@ -77,8 +70,7 @@ class Columns:
 @contextmanager
 def row_view(names: Sequence[str], tier: str, as_json: bool,
              console: Console | None) -> Iterator[Callable[[list[Row]], None]]:
-    """A function that shows one file's rows at once (one call per file, in ``names``' order): JSON objects,
-    plain lines under a header, or on ``console`` (a terminal) styled lines above a progress bar over ``names``."""
+    """One call per file (``names``' order) shows its rows: JSON objects, plain lines, or styled lines above a bar."""
     if as_json:
         def show_json(rows: list[Row]) -> None:
             for r in rows:

@@ -1,4 +1,4 @@
-"""``gdnfuzz schema``: the JSON Schema of a scenario file (the copy in the repository is ``docs/scenario.schema.json``)."""
+"""``gdnfuzz schema``: the JSON Schema of a scenario file (the repository's copy: ``docs/scenario.schema.json``)."""
 
 from __future__ import annotations
 

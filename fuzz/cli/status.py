@@ -1,8 +1,5 @@
-"""``gdnfuzz status [--watch S] [--json]``: the campaign's latest stats per actor, with totals.
-
-Plain lines in a log or a pipe (``--watch``: the table again each refresh, under the time and the file); on a
-terminal a rich table, which ``--watch`` redraws in place. ``--json``: one JSON object per refresh instead of
-the table, ``{"stats": PATH, "actors": {actor: its latest row, as the stats file holds it}}``."""
+"""``gdnfuzz status [--watch S] [--json]``: the campaign's latest stats per actor, with totals: plain lines in a log
+or pipe, a rich table on a terminal; ``--json``: ``{"stats": PATH, "actors": {actor: latest row}}`` per refresh."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""``gdnfuzz verify-fixed [PATH...] [--candidate P | --checkout DIR --revision REV] [--repo owner/name]``:
-replay every finding against a new build; with ``--repo``, close fixed issues and reopen returning ones.
-
-``--json``: one JSON object per bundle as it is done (``bundle``, ``signature``, ``record``, ``already``,
-``issue``, ``failures``), then one with the totals (``summary``); errors still go to stderr."""
+"""``gdnfuzz verify-fixed [PATH...]``: replay every finding against a new build; with ``--repo``, close fixed issues
+and reopen returning ones. ``--json``: one object per bundle as done, then one with the totals (``summary``)."""
 
 from __future__ import annotations
 

@@ -1,29 +1,7 @@
-"""A vLLM source checkout as a candidate: which of its files whole-branch mode brings, and what changed.
-
-Two modes (``gdnfuzz policies`` and the README say the same):
-
-- **split** (a bare checkout directory as the policy): only the checkout's
-  ``Scheduler._mamba_block_aligned_split`` is taken, compiled against the installed scheduler; every
-  other line of the branch is ignored.
-- **branch** (``branch:DIR``): the checkout's pure-Python scheduling code, :data:`OVERLAID_PACKAGES`
-  and :data:`OVERLAID_FILES`, is imported in place of the installed modules of the same names, in a
-  candidate process of its own (``workers.sim.branch``), so the branch's whole scheduler, KV-cache
-  manager, coordinator, block pool and request run against the installed ones. Everything else
-  (the model runner, configs, the engine) stays the installed vLLM's.
-
-Invariants: :func:`overlay_modules` lists exactly the modules whole-branch mode serves from the
-checkout, and :func:`changed_files` compares exactly those files against the installed vLLM; a file of
-a checkout is only ever read through :func:`inside`, so a link that leads out of the checkout (an
-absolute symlink, ``../..``, a linked directory) is a :class:`CheckoutError` naming it, never a file
-read from elsewhere (as the base reader, ``fuzz.model.revision``, refuses to write one).
-
-A checkout written for another vLLM can reach, when it runs, for an attribute or a module the installed
-vLLM lacks (0.33.0's ``vllm/v1/core`` over 0.32.0 asks ``SpeculativeConfig.needs_eagle_block_drop``).
-That is not the candidate's bug: :func:`unfit_for_installed` recognises it (an ``AttributeError`` on an
-object of the installed vLLM, or an ``ImportError`` of a ``vllm`` module, raised by code of a vLLM source
-tree other than the installed one) and the sim tier raises :class:`CheckoutMismatch` with it, one line,
-exit 2 (``bisect`` skips such a revision, ``ci`` reports a side it cannot load), never a finding.
-"""
+"""A vLLM source checkout as a candidate: its split alone, or (``branch:DIR``) its whole scheduling code.
+Invariants: :func:`overlay_modules` lists exactly the modules branch mode serves, :func:`changed_files` compares exactly
+those; a checkout's file is only read through :func:`inside` (a link out is a CheckoutError); code reaching for what
+the installed vLLM lacks is a :class:`CheckoutMismatch` (exit 2), never a finding."""
 
 from __future__ import annotations
 
@@ -49,8 +27,7 @@ class CheckoutError(InputError):
 
 
 def inside(root: Path, relative: str | Path) -> Path:
-    """``root / relative``, once it is known not to lead out of ``root`` (a link, or a linked directory on
-    the way, to a place outside): else a :class:`CheckoutError` naming the file."""
+    """``root / relative`` if it does not lead out of ``root`` (by any link on the way), else a CheckoutError."""
     path = root / relative
     real_root, real = root.resolve(), path.resolve()
     if real != real_root and real_root not in real.parents:
@@ -70,8 +47,7 @@ def module_name(relative: Path) -> str:
 
 
 def overlay_files(root: Path) -> list[Path]:
-    """The checkout's files that whole-branch mode brings, relative to ``root`` (regular files only); one that
-    leads out of the checkout is a :class:`CheckoutError`."""
+    """The regular files branch mode brings, relative to ``root``; one leading out is a CheckoutError."""
     files = [Path(f) for f in OVERLAID_FILES if inside(root, f).is_file()]
     for package in OVERLAID_PACKAGES:
         found = sorted(p.relative_to(root) for p in inside(root, package).rglob("*.py"))
@@ -112,8 +88,7 @@ TRANSPARENT_FILES: set[str] = set()  # gdnfuzz's files that stand between a chec
 
 
 def transparent_to_checkouts(path: str) -> None:
-    """Frames of ``path`` (the sandbox's views of vLLM's objects) are not where an exception was raised for
-    :func:`unfit_for_installed`: the code that read through them was."""
+    """Frames of ``path`` (the sandbox's views) are skipped by :func:`unfit_for_installed`."""
     TRANSPARENT_FILES.add(path)
 
 
@@ -127,8 +102,7 @@ def owner_of(obj: object) -> tuple[str, str | None]:
 
 
 def unfit_for_installed(exc: BaseException) -> str | None:
-    """One line when ``exc`` is a checkout's code reaching for what the installed vLLM lacks (see the module
-    docstring), naming the file and line, and the attribute or module; None for anything else."""
+    """One line naming what a foreign vLLM tree's code lacks, for its AttributeError/ImportError ``exc``; else None."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
               if not f.filename.startswith("<frozen") and f.filename not in TRANSPARENT_FILES]
     if not frames or not _foreign_vllm_file(frames[-1].filename):
@@ -171,7 +145,6 @@ def changed_files(root: Path) -> list[ChangedFile]:
 
 
 def _lines(path: Path) -> list[str]:
-    """A source file's lines for comparing (bytes that are not UTF-8 compare as replacement characters)."""
     return _lines_text(path).splitlines()
 
 

@@ -1,22 +1,7 @@
-"""What a run cost the user: forward passes, prefill chunks, cache hits, budget left idle, states cached.
-
-``run_cost(scenario, result)`` reads everything off a ``RunResult`` the tiers already record (the
-per-step chunk table, each request's first-schedule hit), so every tier that records steps gives the
-same cost record, and two runs of one scenario are compared field by field.
-
-Definitions (the invariants the efficiency oracle relies on):
-- a *forward pass* is a scheduler step that ran at least one chunk;
-- a request's *prefill chunks* are its chunks without draft tokens that start inside its prompt
-  (a preempted request's recomputation counts again: it is paid again);
-- prefill work *waits* after step ``s`` when some request has arrived by ``s`` (``arrival_step``, or
-  the step after its parent finished, for a follow-up) and still has prompt tokens to compute after
-  it (its last prefill chunk runs later, or never: an abort ends the wait at the request's finish);
-  ``idle_budget`` sums ``budget - scheduled`` over those steps: budget a step left unused although
-  work was waiting for it;
-- ``hit_tokens`` is what a request resumed from when first scheduled (local prefix cache and KV
-  connector together, as the scheduler's ``num_computed_tokens``);
-- equal runs give equal costs (everything here is a function of the result and the scenario).
-"""
+"""What a run cost the user, read off a ``RunResult`` alone, so equal runs give equal costs on every tier.
+A *forward pass* is a step that ran a chunk; *prefill chunks* start inside the prompt, without drafts (recomputation
+counts again); ``idle_budget`` is budget left unused while an arrived request had prompt left; ``hit_tokens`` is what
+a request resumed from when first scheduled."""
 
 from __future__ import annotations
 
@@ -77,7 +62,6 @@ def _arrivals(scenario: Scenario, result: RunResult) -> dict[str, int | None]:
 
 
 def run_cost(scenario: Scenario, result: RunResult) -> RunCost:
-    """The cost record of ``result``, a run of ``scenario`` (see the module docstring)."""
     arrivals = _arrivals(scenario, result)
     chunks: dict[str, int] = dict.fromkeys(result.requests, 0)
     done: dict[str, int] = {}

@@ -1,28 +1,7 @@
-"""The per-scenario deadline: a run that takes longer than this is a ``hang`` fault, never a hung gdnfuzz.
-
-``with run_deadline() as armed: ...`` raises :class:`DeadlineExceeded` in the main thread once the
-deadline passes, wherever that thread is (inside a policy's ``time.sleep``, a busy loop, or vLLM's
-scheduler); the executor that armed it catches it and records ``Fault(kind="hang", step=...)``.
-
-Invariants kept here:
-- the deadline interrupts with a signal sent to the main thread by one watchdog thread (started
-  once, re-armed per run: a thread per run cost more than a short sim run; arming does not wake it,
-  since a wake-up per run is a thread switch per run: it looks every ``TICK_S`` and fires at most
-  that late, and only a deadline shorter than a tick wakes it), not with
-  ``SIGALRM``/``ITIMER_REAL``, which libFuzzer (``-timeout``) already owns; the signal's handler is
-  installed once and never removed, and raises only while a deadline is armed and expired, so a
-  late signal after the run finished is ignored, never a crash;
-- :class:`DeadlineExceeded` is a ``BaseException``: neither vLLM's ``except Exception`` nor a
-  tier's fault handler can swallow it, and the policy boundary (``contract_checked``) lets it pass;
-- deadlines do not nest: inside an armed one, ``run_deadline`` arms nothing (the outer governs);
-  off the main thread (signals reach only the main thread) it arms nothing and yields ``False``;
-- the length is ``--deadline`` (:func:`set_deadline`), else ``$GDNFUZZ_DEADLINE_S`` (so child
-  processes inherit it), else the tier's default;
-- in a process that asked for it (:func:`exit_when_stuck`: a harness worker, watched from outside), a
-  run still inside its ``run_deadline`` block :data:`STUCK_GRACE_S` after the interrupt (the code under
-  test caught it, or will not unwind) ends the process with :data:`STUCK_EXIT` after one line on
-  stderr, so its parent stores the input as a ``hang``; elsewhere nothing ends the process.
-"""
+"""The per-scenario deadline: a run that takes longer is a ``hang`` fault, never a hung gdnfuzz.
+Invariants: :class:`DeadlineExceeded` (a BaseException) is raised in the main thread by one watchdog's signal (never
+SIGALRM: libFuzzer's), a late signal ignored; deadlines do not nest; the length is ``--deadline``, else
+``$GDNFUZZ_DEADLINE_S``, else the tier's; after :func:`exit_when_stuck`, a run ignoring it ends the process."""
 
 from __future__ import annotations
 
@@ -53,8 +32,7 @@ class DeadlineExceeded(BaseException):
 
 
 class _Armed:
-    """The one armed deadline of this process (the main thread's): each arming is a new generation,
-    so an expiry computed for an earlier, finished run can never expire a later one."""
+    """This process's one armed deadline; each arming is a new generation, so an old expiry never ends a later run."""
 
     active = False
     generation = 0
@@ -68,8 +46,7 @@ class _Armed:
 
 
 def _watch(main: int) -> None:
-    """The watchdog thread (one per process, started on the first arming): sleeps until the armed
-    deadline, a tick, or a wake-up, and signals the main thread when a generation's deadline passes."""
+    """The watchdog thread: signals the main thread when a generation's deadline passes, at most ``TICK_S`` late."""
     stuck_at = math.inf  # when the interrupted generation is stuck, if it is still inside its block then
     with _Armed.wake:
         while True:
@@ -95,8 +72,7 @@ def _end_stuck() -> None:
 
 
 def exit_when_stuck() -> None:
-    """From now on, end this process (:data:`STUCK_EXIT`) when a run ignores its deadline (module docstring).
-    Only for a process whose parent stores what it was running: nothing else of it is written."""
+    """From now on, end this process (:data:`STUCK_EXIT`) when a run ignores its deadline's interrupt."""
     _Armed.exit_when_stuck = True
 
 
@@ -124,7 +100,7 @@ def seconds_from_env(name: str, default: float) -> float:
 
 
 def deadline_seconds(default: float = DEFAULT_DEADLINE_S) -> float:
-    """The per-scenario deadline in force (see the module docstring)."""
+    """The per-scenario deadline in force: ``$GDNFUZZ_DEADLINE_S``, else ``default``."""
     return seconds_from_env(DEADLINE_ENV, default)
 
 

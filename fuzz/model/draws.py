@@ -1,13 +1,6 @@
-"""Biased draws: the random choices every generator and mutator of scenarios makes, toward the bug family.
-
-``Choices`` is anything with ``randint(a, b)`` (inclusive), ``choice(seq)`` and ``random()``: a seeded
-``random.Random`` (``gdnfuzz gen``, mutations) or the fuzzer's byte-driven source. The biases: lengths
-within a few tokens of multiples of the Mamba block B, budgets that fragment a block (below B, just
-above B, 2B minus a little), and KV pools barely larger than the largest request (preemption).
-
-Invariant: every draw is a function of the values ``Choices`` returns, in a fixed order, so a seed
-fixes a scenario.
-"""
+"""Biased draws every scenario generator and mutator makes: lengths near multiples of the Mamba block B, budgets
+that fragment a block, KV pools barely large enough (preemption).
+Invariant: every draw is a function of the values ``Choices`` returns, in a fixed order, so a seed fixes a scenario."""
 
 from __future__ import annotations
 
@@ -44,6 +37,5 @@ def fragmenting_budget(c: Choices, block: int) -> int:
 
 
 def tight_kv_blocks(required: int, slack: float) -> int:
-    """A pool that holds a request needing ``required`` blocks with ``slack`` in [0, 1) to spare:
-    preemption pressure."""
+    """A pool holding a request of ``required`` blocks with ``slack`` in [0, 1) to spare (preemption pressure)."""
     return int(required * (1.0 + slack)) + 4

@@ -1,19 +1,7 @@
-"""A scenario's side of a run's step loop, the same on every tier: when each request arrives and is
-aborted, and the liveness rule that ends a run.
-
-The sim tier's loop around vLLM's ``Scheduler`` and the engine tier's loop around ``LLMEngine.step``
-both ask one :class:`Drive` what happens before each step and tell it what finished; only how a
-request is added, aborted and stepped is theirs. Invariants:
-
-- a request is admitted before the first step ``s`` with ``s >= arrival_step`` at which, for a
-  follow-up (``continues``), its parent finished at a step before ``s``; requests due together are
-  admitted in scenario order;
-- a request admitted and unfinished at its ``abort_step`` is aborted before that step and counts as
-  finished at it; one that arrives only after its abort step (a follow-up whose parent finished
-  later) is never aborted: there was nothing to abort when the client would have;
-- :data:`STALL_STEPS` consecutive steps that schedule nothing while requests wait end the run with a
-  ``liveness`` fault, as does reaching the step limit with requests unfinished.
-"""
+"""A scenario's side of a run's step loop, the same on every tier: arrivals, aborts and the liveness rule.
+Invariants: a request is admitted at its ``arrival_step`` once its parent finished, in scenario order; an unfinished
+one is aborted before its ``abort_step`` (never if it arrives later); :data:`STALL_STEPS` empty steps with requests
+waiting, or the step limit with requests unfinished, is a ``liveness`` fault."""
 
 from __future__ import annotations
 
@@ -24,7 +12,7 @@ STALL_STEPS = 16
 
 
 class Drive:
-    """Arrivals, aborts and liveness of one run of ``scenario`` (module docstring)."""
+    """Arrivals, aborts and liveness of one run of ``scenario``."""
 
     def __init__(self, scenario: Scenario, limit: int):
         self.limit = limit
@@ -55,7 +43,6 @@ class Drive:
 
     @property
     def running(self) -> int:
-        """Requests admitted and not finished."""
         return sum(rid not in self.finished for rid in self.admitted)
 
     @property
@@ -64,8 +51,7 @@ class Drive:
         return len(self.pending) + self.running
 
     def liveness(self, step: int, scheduled: bool) -> Fault | None:
-        """The liveness fault that ends the run after ``step`` (which scheduled something or not), if any:
-        admitted requests waiting through ``STALL_STEPS`` empty steps, or requests left at the step limit."""
+        """The liveness fault that ends the run after ``step`` (which scheduled something or not), if any."""
         self._stalled = self._stalled + 1 if self.running and not scheduled else 0
         if self._stalled >= STALL_STEPS:
             return Fault(kind="liveness", detail=f"nothing scheduled for {STALL_STEPS} steps with requests waiting",

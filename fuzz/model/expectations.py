@@ -1,13 +1,5 @@
-"""A corpus file's ``expect`` annotation: the verdict each policy should get there, on the installed vLLM.
-
-A policy's expectation is a verdict status, the same on every vLLM, or an object of vLLM version to
-status where a release changed it: each status holds from its version on, until the next one. So a
-finding vLLM fixed in 0.33.0 reads ``{"0.32.0": "diverged", "0.33.0": "clean"}``, and a configuration a
-release added (a knob an older vLLM lacks) ``{"0.32.0": "unsupported", "0.33.0": "diverged"}``.
-
-Invariant: :func:`expected_status` is the one reading of it (replay's expect column, the corpus tests,
-the CI baseline, export-test); a vLLM older than every version a policy names has no expectation there.
-"""
+"""A corpus file's ``expect``: each policy's verdict status, or ``{version: status}``, each holding from that vLLM on.
+Invariant: :func:`expected_status` is the one reading of it; a vLLM older than every version named expects nothing."""
 
 from __future__ import annotations
 
@@ -29,8 +21,7 @@ def expected_status(expect: Mapping[str, Any] | None, policy: str, version: str 
 
 
 def as_found(statuses: Mapping[str, str], engine: EngineKnobs) -> dict[str, Any]:
-    """The expectation a new finding records: its statuses on every vLLM, or, where its scenario sets a knob
-    older vLLMs lack, from the first release that has them (an older vLLM expects nothing there)."""
+    """The expectation a new finding records: its statuses, from the first release with every knob it sets."""
     since = first_release(engine)
     return {policy: status if since is None else {since: status} for policy, status in statuses.items()}
 

@@ -1,25 +1,7 @@
-"""The one low-level reader of user JSON files: whatever the bytes, a value or one InputError.
-
-Every reader of a user file (scenario and corpus files, bundles and ``verdict.json``, stats lines,
-kernel schedules, ``compare`` reports) gets its bytes and its JSON value here, and then checks the
-fields it knows. Invariants kept here:
-
-- a file that is missing, a directory, unreadable, larger than ``max_bytes`` or not UTF-8 is refused
-  with the file named (field ``<file>``), never an ``OSError`` or ``UnicodeDecodeError``;
-- only regular files are read (a link to one is followed): a FIFO, a socket or a device is refused
-  without blocking on it, and a file's size is checked before a byte is read (a sparse 1 GB file costs
-  nothing); :func:`json_files` lists a directory's regular ``*.json`` files the same way, naming the
-  others instead of opening them;
-- a value is plain JSON as the format promises: no ``NaN`` / ``Infinity`` (nor a number that only
-  parses as infinity), no integer longer than :data:`MAX_INT_DIGITS` digits, no nesting deeper than
-  :data:`MAX_DEPTH`, no string that cannot be written back as UTF-8 (a lone surrogate escape), no
-  object that names a key twice (JSON leaves it open; Python would keep the last value, silently);
-  anything else is refused as field ``<json>`` (a duplicate key named), never a ``ValueError`` or
-  ``RecursionError``.
-
-Errors are made by the caller's ``fail(field, message)``, so each reader raises its own
-:class:`~fuzz.errors.InputError` subclass, already naming its file.
-"""
+"""The one low-level reader of user JSON files: whatever the bytes, a value or one ``fail(field, message)``.
+Invariants: a missing, unreadable, oversized, non-UTF-8 or non-regular file is refused as ``<file>`` (never opened
+blocking); a value is plain JSON (finite numbers, at most :data:`MAX_INT_DIGITS` digits and :data:`MAX_DEPTH` levels,
+no lone surrogate, no duplicate key), else ``<json>``; never an OSError, ValueError or RecursionError."""
 
 from __future__ import annotations
 
@@ -52,8 +34,7 @@ def read_bytes(path: str | Path, fail: Fail, max_bytes: int = MAX_FILE_BYTES) ->
 
 
 def read_lines(path: str | Path, fail: Fail, max_bytes: int) -> Iterator[str]:
-    """The file's lines (UTF-8, without their line ends), read one at a time: at most ``max_bytes`` of
-    the file is ever held (see :func:`open_regular` for the file errors)."""
+    """The file's UTF-8 lines without line ends, one at a time (at most ``max_bytes`` of it ever held)."""
     with open_regular(path, fail, max_bytes) as f:
         left = max_bytes
         while line := f.readline(left + 1):
@@ -65,8 +46,7 @@ def read_lines(path: str | Path, fail: Fail, max_bytes: int) -> Iterator[str]:
 
 @contextmanager
 def open_regular(path: str | Path, fail: Fail, max_bytes: int = MAX_FILE_BYTES) -> Iterator[BinaryIO]:
-    """``path`` open for reading, once it is known to be a regular file of at most ``max_bytes`` bytes:
-    opened without blocking (a FIFO would wait for a writer) and checked on the open file itself."""
+    """``path`` open for reading once the open file is known regular and at most ``max_bytes`` (opened non-blocking)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -91,7 +71,6 @@ def open_regular(path: str | Path, fail: Fail, max_bytes: int = MAX_FILE_BYTES) 
 
 
 def _check_open(fd: int, fail: Fail, max_bytes: int) -> None:
-    """Refuse the open file ``fd`` unless it is a regular file of at most ``max_bytes`` bytes."""
     status = os.fstat(fd)
     if stat.S_ISDIR(status.st_mode):
         _raise(fail("<file>", "is a directory, not a file"))
@@ -108,9 +87,7 @@ def _file_kind(mode: int) -> str:
 
 
 def json_files(directory: Path, skipped: Callable[[Path, str], None]) -> list[Path]:
-    """The regular ``*.json`` files directly in ``directory`` (links to them followed), sorted; each other
-    entry so named (a FIFO, a socket, a device, a directory, a dangling link) goes to ``skipped(path,
-    why)`` and is never opened."""
+    """The regular ``*.json`` files in ``directory``, sorted; others so named go to ``skipped(path, why)`` unopened."""
     found = []
     for path in sorted(directory.glob("*.json")):
         try:
@@ -127,9 +104,7 @@ def json_files(directory: Path, skipped: Callable[[Path, str], None]) -> list[Pa
 
 
 def expand_dirs(paths: list[str], skipped: Callable[[Path, str], None]) -> list[Path]:
-    """Each path as given, in order, a directory replaced by the :func:`json_files` of it and of every
-    directory under it (a corpus root's ``seeds/`` and ``regressions/``; links to directories are not
-    followed), sorted by path; nothing is opened."""
+    """Each path in order, a directory replaced by the sorted :func:`json_files` of its tree; nothing is opened."""
     found: list[Path] = []
     for path in map(Path, paths):
         if path.is_dir():
@@ -141,17 +116,15 @@ def expand_dirs(paths: list[str], skipped: Callable[[Path, str], None]) -> list[
 
 
 def read_text(path: str | Path, fail: Fail, max_bytes: int = MAX_FILE_BYTES) -> str:
-    """The file's text, which must be UTF-8 (see :func:`read_bytes` for the file errors)."""
     return _decode(read_bytes(path, fail, max_bytes), fail)
 
 
 def read_json(path: str | Path, fail: Fail, max_bytes: int = MAX_FILE_BYTES) -> Any:
-    """The JSON value of a file (see the module invariants)."""
     return parse_json(read_bytes(path, fail, max_bytes), fail)
 
 
 def parse_json(raw: bytes | str, fail: Fail) -> Any:
-    """The JSON value of ``raw`` (UTF-8 bytes or text), checked against the module invariants."""
+    """The plain JSON value of ``raw`` (UTF-8 bytes or text)."""
     text = _decode(raw, fail) if isinstance(raw, bytes) else raw
     try:
         value = json.loads(text, parse_constant=_refuse_constant, parse_int=_bounded_int, parse_float=_finite_float,

@@ -1,26 +1,7 @@
-"""The engine knobs: one table, read by everything that handles a knob.
-
-Each knob of a scenario's ``engine`` is one field of :class:`EngineKnobs`, and its :class:`Knob` row
-(the field's metadata) declares in one place: its type, range and default (and whether a file leaves
-it out at its default), the rule that ties it to the knobs before it, how the generator draws it and
-in which phase, how a mutation changes it, how the minimiser simplifies it and how a smaller Mamba
-block rescales it, and which vLLM argument it becomes. Parsing (:func:`parse_engine`), generation and
-mutation (``fuzz.search``), shrinking (``fuzz.reduce``) and both tiers' engine arguments
-(:func:`engine_args`, :func:`scheduler_settings`) read the rows; none of them lists knobs of its own.
-Adding a knob is adding a field here, and its tests.
-
-Invariants:
-- rows are read in field order, and a row's rule, bounds, derived default and generator read only
-  the knobs above it (so parsing and generation are one pass);
-- every generator and mutator returns values its row's parser accepts (the generator's output is
-  validated again by ``Scenario.from_dict``);
-- a knob whose row says ``omit_at_default`` is left out of ``to_dict`` at its default, so files
-  written before it existed keep their bytes and ids;
-- a knob whose row ``needs`` a vLLM feature the installed vLLM lacks is never drawn nor mutated (so
-  generation on that vLLM is what it was before the knob existed), gives vLLM no argument at its
-  default, and makes a scenario that sets it ``unsupported`` on every tier, with the reason
-  (:func:`unsupported_reason`), never a crash nor a config vLLM rejects.
-"""
+"""The engine knobs: one table (a :class:`Knob` row per :class:`EngineKnobs` field) everything handling a knob reads.
+Invariants: a row's rule, bounds, default and generator read only the knobs above it; generators and mutators give
+values the parser accepts; ``omit_at_default`` knobs stay out of files at their default; a knob the installed vLLM
+lacks (``needs``) is never drawn, mutated nor passed at its default, and setting it is ``unsupported`` everywhere."""
 
 from __future__ import annotations
 
@@ -60,10 +41,7 @@ class Facts:
 
 @dataclass(frozen=True)
 class Shrink:
-    """How the minimiser simplifies a knob (``fuzz.reduce.stages``): ``reset`` gives the change that makes
-    it simplest (None: back to its default), unless ``fixed`` (another stage or knob moves it);
-    ``fallback`` a change tried when the reset does not reproduce; ``minimize`` a binary search toward
-    ``(low, grid)`` (grid "block": multiples of B tried first, "none": none)."""
+    """How the minimiser simplifies a knob: ``reset`` (None: default) unless ``fixed``, ``fallback``, ``minimize``."""
 
     reset: Callable[[EngineKnobs], dict[str, Any]] | None = None
     fixed: bool = False
@@ -73,12 +51,7 @@ class Shrink:
 
 @dataclass(frozen=True)
 class VllmArg:
-    """What a knob becomes in vLLM: ``args(knobs)`` keyword arguments of ``EngineArgs`` (the ``vllm serve``
-    flags of the same names) or of ``SchedulerConfig``, by ``where``: ``engine`` (the engine's
-    configuration, built once per distinct set), ``scheduler`` (set on the scheduler for each run),
-    ``pool`` (the KV pool's size). A knob with none is what the model's layers declare
-    (``block_size``, ``prefill_checkpoint_alignment``: the sim tier builds them into its KV-cache spec,
-    the engine tier runs the model's own) or is applied step by step (``step_budgets``)."""
+    """What a knob becomes in vLLM: ``args(knobs)``, by ``where`` (``engine``, ``scheduler`` or ``pool``)."""
 
     where: str
     args: Callable[[EngineKnobs], dict[str, Any]]
@@ -86,8 +59,7 @@ class VllmArg:
 
 @dataclass(frozen=True)
 class Needs:
-    """A vLLM feature a knob reaches: what it is, the release that brought it, and a probe of the installed
-    vLLM (imported on first use) that says whether it has it."""
+    """A vLLM feature a knob reaches: what it is, the release that brought it, and a probe of the installed vLLM."""
 
     what: str
     since: str
@@ -99,9 +71,7 @@ class Needs:
 
 
 def _vllm_class(relative: str, name: str) -> ast.ClassDef | None:
-    """Class ``name`` of the installed vLLM's ``relative`` source file, parsed, not imported: importing
-    vLLM here would run its import-time logging before gdnfuzz has set vLLM's level, and cost every
-    command vLLM's import (these probes run when ``fuzz.search.mutate`` is imported)."""
+    """Class ``name`` of the installed vLLM's ``relative`` file, parsed, never imported (None where absent)."""
     spec = importlib.util.find_spec("vllm")  # a top-level package: located, not imported
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -114,7 +84,6 @@ def _vllm_class(relative: str, name: str) -> ast.ClassDef | None:
 
 
 def _speculative_field(name: str) -> Callable[[], bool]:
-    """Whether vLLM's ``SpeculativeConfig`` (a dataclass) declares the field ``name``."""
     def probe() -> bool:
         cls = _vllm_class("config/speculative.py", "SpeculativeConfig")
         return cls is not None and any(isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
@@ -124,7 +93,6 @@ def _speculative_field(name: str) -> Callable[[], bool]:
 
 
 def _scheduler_sets(attribute: str) -> Callable[[], bool]:
-    """Whether vLLM's ``Scheduler.__init__`` names ``<attribute>`` (``self.<attribute> = ...``)."""
     def probe() -> bool:
         cls = _vllm_class("v1/core/sched/scheduler.py", "Scheduler")
         init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None) \
@@ -143,7 +111,7 @@ LOCAL_PREFILL_CADENCE = Needs("prefill_schedule_interval applied by the schedule
 
 @dataclass(frozen=True)
 class Knob:
-    """One row of the table (see the module docstring)."""
+    """One row of the knob table."""
 
     doc: str
     kind: str  # int | bool | choice | ints (a list of ints)
@@ -196,7 +164,6 @@ def _needs_spec(name: str) -> Callable[[Values], tuple[str, str] | None]:
 
 
 def _toggle_lookahead(e: EngineKnobs, rng: random.Random, f: Facts) -> dict[str, Any]:
-    """Lookahead hashes off (with a drafter, which they belong to) or back on."""
     if e.disable_lookahead_block_hashes:
         return {"disable_lookahead_block_hashes": False}
     spec = e.spec_decode if e.spec_decode != "off" else rng.choice(("mtp", "eagle"))
@@ -220,8 +187,7 @@ def _spec_count(v: Values) -> tuple[str, str] | None:
 
 
 def _budgets_within(v: Values) -> tuple[str, str] | None:
-    """A step's budget is at most ``max_num_batched_tokens``: vLLM caps every step's tokens there (its
-    scheduler's input budget), so a larger one would only mislead the split, which reads the step's."""
+    """A step's budget is at most ``max_num_batched_tokens`` (vLLM caps every step there)."""
     over = [b for b in v["step_budgets"] if b > v["max_num_batched_tokens"]]
     if over:
         return ("step_budgets", f"{over[0]} exceeds max_num_batched_tokens {v['max_num_batched_tokens']}: vLLM "
@@ -241,7 +207,6 @@ def _new_spec(e: EngineKnobs, rng: random.Random, f: Facts) -> dict[str, Any]:
 
 
 def _toggle_shared(e: EngineKnobs, rng: random.Random, f: Facts) -> dict[str, Any]:
-    """Junction checkpoints on (with what vLLM needs for them: partial hits and a drafter) or off."""
     if e.shared_prefix_checkpoint:
         return {"shared_prefix_checkpoint": False}
     spec = e.spec_decode if e.spec_decode != "off" else rng.choice(("mtp", "eagle"))
@@ -251,23 +216,8 @@ def _toggle_shared(e: EngineKnobs, rng: random.Random, f: Facts) -> dict[str, An
 
 @dataclass(frozen=True)
 class EngineKnobs:
-    """Engine configuration of one scenario (the ``engine`` key); each field is a row of the knob table.
-
-    ``mamba_block_size`` is B, the Mamba group's block (and the scheduler's ``cache_config.block_size``,
-    as in vLLM's engine); ``block_size`` is the full-attention group's block, which must divide B;
-    ``hash_block_size`` is vLLM's ``prefix_match_unit``. Partial hash hits are on exactly when
-    ``hash_block_size < mamba_block_size``, which is how vLLM decides it. ``step_budgets[i]``, when
-    present, replaces ``max_num_batched_tokens`` for scheduler step ``i`` (the way vLLM's own regression
-    test hand-picks budgets); steps past the list use ``max_num_batched_tokens``. ``num_kv_blocks`` None
-    means enough blocks that nothing is evicted; small values force preemption.
-
-    ``prefill_checkpoint_alignment`` picks the Mamba layer family: None is GDN (its ``MambaSpec``
-    declares no prefill checkpoint blocks); an integer k is a spec with ``num_prefill_checkpoint_blocks=1``
-    and that alignment, as Mamba2 (k = 1) and KDA layers declare it, so the backend may export the
-    prompt checkpoint inside the final chunk. ``shared_prefix_checkpoint`` is vLLM's
-    ``CacheConfig.enable_mamba_shared_prefix_checkpoint`` (it only takes effect with partial hash hits and
-    an EAGLE-family drafter, as vLLM decides).
-    """
+    """Engine configuration of one scenario (the ``engine`` key), a knob-table row per field; partial hash hits are
+    on exactly when ``hash_block_size < mamba_block_size``."""
 
     mamba_block_size: int = knob(
         1600, doc="B: the Mamba group's block; one state snapshot per B tokens", kind="int", lo=1, hi=16384,
@@ -383,12 +333,10 @@ class EngineKnobs:
         return 0 if self.spec_decode == "off" else self.num_speculative_tokens
 
     def budget_at(self, step: int) -> int:
-        """The token budget of scheduler step ``step``: ``step_budgets[step]``, else ``max_num_batched_tokens``."""
         return self.step_budgets[step] if step < len(self.step_budgets) else self.max_num_batched_tokens
 
     def default_of(self, name: str) -> Any:
-        """Knob ``name``'s default given this configuration's other knobs (``hash_block_size``'s is
-        ``block_size``, as when parsed)."""
+        """Knob ``name``'s default given the other knobs, as when parsed."""
         row = KNOBS[name]
         return row.derived_default(vars(self)) if row.derived_default else DEFAULTS[name]
 
@@ -433,8 +381,7 @@ def _parse_value(name: str, row: Knob, data: Mapping[str, Any], values: Values, 
 
 
 def parse_engine(data: Mapping[str, Any], fail: Fail) -> EngineKnobs:
-    """The knobs of an ``engine`` object, each checked by its row in table order; an unknown key or a
-    broken rule is ``fail(knob, message)``."""
+    """An ``engine`` object's knobs, checked row by row in table order; a fault raises ``fail(knob, message)``."""
     for key in data:
         if key not in KNOBS:
             raise fail(key, "unknown field")
@@ -448,8 +395,7 @@ def parse_engine(data: Mapping[str, Any], fail: Fail) -> EngineKnobs:
 
 
 def engine_json_schema() -> dict[str, Any]:
-    """The JSON Schema of an ``engine`` object, from the rows: each knob's type, static bounds and default
-    (the rules between knobs, and bounds that depend on other knobs, are checked by :func:`parse_engine`)."""
+    """The JSON Schema of an ``engine`` object (types, static bounds, defaults; rules stay :func:`parse_engine`'s)."""
     properties: dict[str, Any] = {}
     for name, row in KNOBS.items():
         integer = {"type": "integer", **{key: bound for key, bound in (("minimum", row.lo), ("maximum", row.hi))
@@ -473,8 +419,7 @@ def engine_to_dict(e: EngineKnobs) -> dict[str, Any]:
 
 
 def draw_knobs(c: Choices, phase: str, values: Mapping[str, Any], facts: Facts = Facts()) -> dict[str, Any]:
-    """``values`` with the knobs of ``phase`` drawn by their rows, in table order (the others as they were,
-    or at their defaults); a knob the installed vLLM lacks is not drawn (no draw is made for it)."""
+    """``values`` with ``phase``'s knobs drawn in table order (no draw for a knob the installed vLLM lacks)."""
     drawn = {**DEFAULTS, **values}
     for name, row in KNOBS.items():
         if row.phase == phase and row.generate is not None and row.available:
@@ -496,8 +441,7 @@ def first_release(e: EngineKnobs) -> str | None:
 
 
 def unsupported_reason(e: EngineKnobs) -> str | None:
-    """Why the installed vLLM cannot run these knobs as written (a knob set that needs a feature it lacks),
-    or None when it can: every tier's ``unsupported`` reason, never a config vLLM would reject."""
+    """Why the installed vLLM cannot run these knobs (a set knob needs what it lacks), else None."""
     from fuzz.model.vllm_build import installed_vllm
 
     for name, row in KNOBS.items():

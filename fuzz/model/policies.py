@@ -1,28 +1,6 @@
-"""Split policies: candidates and references for ``Scheduler._mamba_block_aligned_split``.
-
-A policy is a plain function with that method's signature::
-
-    split(self, request, num_new_tokens,
-          num_new_local_computed_tokens=0, num_external_computed_tokens=0) -> int
-
-where ``self`` is the real vLLM ``Scheduler`` (for a policy in a sandbox child, a read-only view of it
-and of the request: ``fuzz.sandbox.views``). It returns how many of the ``num_new_tokens`` offered
-tokens to schedule this step (0 defers the request).
-
-Sources (``resolve_policy``):
-- built-in names (``gdnfuzz policies`` lists them);
-- ``module:attr`` (importable module);
-- ``path/to/file.py:attr``;
-- a vLLM source checkout directory: its ``vllm/v1/core/sched/scheduler.py`` is
-  parsed and ``Scheduler._mamba_block_aligned_split`` is compiled against the
-  installed scheduler module's globals, so a PR branch's split runs on the
-  installed scheduler without installing the branch (split-only mode);
-- ``branch:DIR``: whole-branch mode, the checkout's whole scheduling code in a
-  candidate process of its own (``fuzz.model.checkout``; sim tier only).
-
-Every failure to resolve raises :class:`PolicyError` with a one-line reason. Only the built-ins run in
-the process that resolves them; the other forms run in sandbox children (:func:`resolve_policy`).
-"""
+"""Split policies: candidates and references for ``Scheduler._mamba_block_aligned_split`` (``SIGNATURE``).
+Forms: built-in names, ``module:attr``, ``file.py:attr``, a vLLM checkout, ``branch:DIR``; a failure to resolve is a
+:class:`PolicyError`. Only built-ins run in the resolving process, the other forms in sandbox children."""
 
 from __future__ import annotations
 
@@ -88,7 +66,6 @@ class Policy:
     source: tuple[str, int] | None = None
 
     def defined_at(self) -> tuple[str, int]:
-        """The file and first line of the split's definition."""
         if self.source is not None:
             return self.source
         code = self.split.__code__
@@ -96,9 +73,7 @@ class Policy:
 
 
 class CandidateGone(BaseException):
-    """The process running a sandboxed candidate never answered a split call: it ended (``process-exit``)
-    or passed its bound and was killed (``hang``). The tier records it as a fault of the run at that step; a
-    BaseException, so neither vLLM's ``except Exception`` nor the split's contract can swallow it."""
+    """A sandboxed candidate never answered (``process-exit``/``hang``): a run fault; nothing may swallow it."""
 
     def __init__(self, kind: str, detail: str):
         super().__init__(detail)
@@ -106,9 +81,8 @@ class CandidateGone(BaseException):
 
 
 class Rewind(BaseException):
-    """A speculative run of a sandboxed split left the path its candidate chose (``fuzz.sandbox.speculation``):
-    the tier makes the run again. A BaseException, like :class:`CandidateGone`, so nothing in vLLM or the
-    split's contract takes it for the split's answer."""
+    """A taped run stops (``fuzz.sandbox.tape``: its tape refused, or the run interrupted while it waited on it);
+    a BaseException, like CandidateGone, so no split's contract takes it for an answer."""
 
 
 class SplitRaised(Exception):
@@ -145,12 +119,8 @@ def _vllm_split(self: Any, request: Any, num_new_tokens: int,
 
 def _pre_51113_split(self: Any, request: Any, num_new_tokens: int,
                      num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
-    """The split before vLLM PR #51113 (DOMAIN.md section 3), on the installed attributes.
-
-    Alignment is gated on ``last_cache_position`` (pulled back one block under
-    EAGLE/MTP) instead of the prefill end, so past that position any chunk end
-    is accepted, and it never defers a request.
-    """
+    """The split before vLLM PR #51113: alignment gated on ``last_cache_position``, not
+    the prefill end (past it any chunk end is accepted); it never defers a request."""
     from vllm.v1.core.sched.scheduler import get_mamba_prefill_checkpoint_position
 
     start = request.num_computed_tokens + num_new_local_computed_tokens + num_external_computed_tokens
@@ -179,7 +149,6 @@ def _pre_51113_split(self: Any, request: Any, num_new_tokens: int,
 
 def _naive_split(self: Any, request: Any, num_new_tokens: int,
                  num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
-    """Never aligns: every chunk takes all it is offered."""
     return num_new_tokens
 
 
@@ -191,9 +160,7 @@ BUILTINS: dict[str, tuple[SplitFn, str]] = {
 
 
 def following(candidate: Policy, reference: Policy, times: int) -> Policy:
-    """``candidate``, except at its first ``times`` calls that answer differently from ``reference``, where
-    it answers as ``reference`` does (the oracle's root-cause search: which disagreement causes a
-    finding). Each call of this function gives a fresh counter: build one per run."""
+    """``candidate``, answering as ``reference`` at its first ``times`` disagreements; build one per run."""
     overridden = 0
 
     def split(self: Any, request: Any, num_new_tokens: int, num_new_local_computed_tokens: int = 0,
@@ -213,10 +180,7 @@ def following(candidate: Policy, reference: Policy, times: int) -> Policy:
 
 
 def corrected(candidate: Policy, reference: Policy, stands_for: Callable[[SplitDisagreement], bool]) -> Policy:
-    """``candidate``, except where it answers differently from ``reference`` in a decision ``stands_for``
-    accepts (the decision described in vLLM's terms, ``fuzz.model.decision.describe``), where it answers as
-    ``reference`` does: the candidate with one signature's decisions fixed (the oracle's folding: is a new
-    finding the same bug as a known one?)."""
+    """``candidate``, answering as ``reference`` wherever they disagree in a decision ``stands_for`` accepts."""
 
     def split(self: Any, request: Any, num_new_tokens: int, num_new_local_computed_tokens: int = 0,
               num_external_computed_tokens: int = 0) -> int:
@@ -238,10 +202,7 @@ def is_builtin(spec: str) -> bool:
 
 
 def named_in_data(spec: Any, where: str, flag: str) -> str:
-    """A policy a file names (a bundle's verdict, a scenario's ``expect``, a campaign's record), if gdnfuzz
-    may run it: only a built-in name. Data never makes gdnfuzz run code: any other spec (a module, a file,
-    a checkout, a branch) is read as text and named in a :class:`PolicyError` (exit 2) that says to give it
-    on the command line (``flag``) to run it. ``where`` is the file and field."""
+    """A built-in policy a file names (``where``); any other is a PolicyError: data never makes gdnfuzz run code."""
     if isinstance(spec, str) and spec in BUILTINS:
         return spec
     shown = describe_value(spec)
@@ -255,22 +216,8 @@ ContractViolation = Callable[[Any, str], None]  # (vLLM request, one-line detail
 
 
 def contract_checked(split: SplitFn, on_violation: ContractViolation) -> SplitFn:
-    """``split`` as every tier installs it on vLLM's Scheduler, with the split's contract enforced.
-
-    Invariant: the scheduler only ever sees an ``int`` in ``[0, num_new_tokens]``, and a call returns.
-    Anything else the policy does when called is reported through ``on_violation(request, detail)``
-    (a ``contract`` fault of the run, at that step) and replaced by a value in that range: an int
-    out of range or a finite float is clamped, anything else (another type, NaN, an exception of any
-    kind the policy raises, ``SystemExit``, ``KeyboardInterrupt`` and ``GeneratorExit`` included)
-    gives 0. So a policy's answer is a finding, never a crash inside vLLM nor an exit of gdnfuzz. A
-    sandboxed policy's answers are checked here, in the deciding process, the same way (what it raised
-    there arrives as :class:`SplitRaised`). Only :class:`~fuzz.model.deadline.DeadlineExceeded`,
-    :class:`CandidateGone` (the tier turns them into ``hang`` and ``process-exit`` faults), :class:`Rewind` (the
-    tier makes a speculative run again) and, for a
-    checkout's split that reaches for what the installed vLLM lacks, :class:`~fuzz.model.checkout.CheckoutMismatch`
-    (bad input, not the split's answer) pass through. (A real ^C that lands inside a policy call is one
-    of those exceptions; the next ^C stops the run.)
-    """
+    """``split`` as every tier installs it: the scheduler only sees an ``int`` in ``[0, num_new_tokens]``; anything else
+    goes to ``on_violation`` and is clamped or 0 (any BaseException too, but for the four re-raised below)."""
 
     def checked(self: Any, request: Any, num_new_tokens: int,
                 num_new_local_computed_tokens: int = 0, num_external_computed_tokens: int = 0) -> int:
@@ -294,7 +241,6 @@ def contract_checked(split: SplitFn, on_violation: ContractViolation) -> SplitFn
 
 
 def _clamped(got: Any, num_new_tokens: int) -> int:
-    """An unusable answer as a usable one: ints and finite floats clamped into range, else 0."""
     if type(got) is float and math.isfinite(got):
         got = int(got)
     return max(0, min(got, num_new_tokens)) if type(got) is int else 0
@@ -419,8 +365,7 @@ def _inside(root: Path, relative: Path, spec: str) -> Path:
 
 
 def _branch_policy(root: Path, spec: str) -> Policy:
-    """Whole-branch mode: the checkout's scheduling code runs in its own process (sim tier only). Only its
-    file names are read here (a link out of it is refused)."""
+    """Whole-branch mode (sim tier only): only the checkout's file names are read here (a link out is refused)."""
     if not _inside(root, CHECKOUT_SCHEDULER, spec).is_file():
         raise PolicyError(f"policy {spec}: {root} is not a vLLM checkout (no {CHECKOUT_SCHEDULER})")
     try:
@@ -437,14 +382,7 @@ def _branch_policy(root: Path, spec: str) -> Policy:
 
 
 def resolve_policy(spec: str) -> Policy:
-    """Turn what the user typed into a Policy (see the module docstring for the forms).
-
-    Built-ins run in this process; a whole branch (``branch:DIR``) is only named here (its code runs in
-    a candidate process of the sim tier's, ``workers.sim.branch``); every other form is code nobody here
-    vouches for, loaded and called only in a sandbox child of the deciding scope open in this process
-    (``fuzz.model.placement``). With no scope open that is a :class:`PolicyError`, never an in-process
-    load: trusted code that means to run a policy here says so with :func:`load_policy`, or builds a
-    :class:`Policy` from a function."""
+    """What the user typed as a Policy; a non-built-in loads only in a sandbox child of the open scope, else errs."""
     if spec in BUILTINS:
         fn, description = BUILTINS[spec]
         return Policy(spec, spec, fn, description)
@@ -458,9 +396,7 @@ def resolve_policy(spec: str) -> Policy:
 
 
 def load_policy(spec: str) -> Policy:
-    """``spec`` loaded in THIS process, whatever scope is open: its module is imported, its file run, its
-    checkout's split compiled here. For the sandbox child itself, and for trusted code (a benchmark's own
-    mutants) only; a user's policy goes through :func:`resolve_policy`."""
+    """``spec`` loaded in THIS process whatever scope is open: for sandbox children and trusted code only."""
     if spec in BUILTINS or spec.startswith(BRANCH_PREFIX):
         return resolve_policy(spec)
     name, description = named(spec)
@@ -473,8 +409,7 @@ def load_policy(spec: str) -> Policy:
 
 
 def named(spec: str) -> tuple[str, str]:
-    """The name and description of a policy that is not built in, from its spec alone (no code read), so the
-    process that reports on a sandboxed policy never takes its name from the policy's own process."""
+    """A non-built-in policy's name and description, from its spec alone (no code read)."""
     path = Path(spec)
     if path.is_dir():
         return (f"checkout:{path.name}", f"split-only: {path}'s Scheduler._mamba_block_aligned_split on the "

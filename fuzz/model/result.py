@@ -1,11 +1,6 @@
-"""RunResult: what one run of one scenario under one policy observed, on any tier.
-
-Every tier (sim, engine, kernels) returns this one shape, so the oracle judges
-them alike and Ray can ship results between processes. Everything in it is
-plain data (ints, strings, lists) and round-trips through ``to_dict`` /
-``from_dict`` unchanged. A file's copy of a run (a kernel schedule's) is read
-with ``fuzz.model.schema``: ``_ON_FILE`` refuses a key no field names.
-"""
+"""RunResult: what one run of one scenario under one policy observed, the one shape every tier returns.
+Invariant: all plain data, round-tripping through ``to_dict``/``from_dict`` unchanged; a file's copy is read with
+``fuzz.model.schema``, ``_ON_FILE`` refusing a key no field names."""
 
 from __future__ import annotations
 
@@ -23,7 +18,7 @@ _ON_FILE = with_config(ConfigDict(extra="forbid"))  # how fuzz.model.schema read
 
 
 class RunStatus(StrEnum):
-    """Whether a tier ran the scenario. Equal to its string value, so results stay plain JSON."""
+    """Whether a tier ran the scenario (equal to its string value, so results stay plain JSON)."""
 
     OK = "ok"
     UNSUPPORTED = "unsupported"  # the tier cannot run this (valid) configuration; the reason is in ``notes``
@@ -124,22 +119,8 @@ class PoisonedSlot:
 @_ON_FILE
 @dataclass
 class SplitDisagreement:
-    """The first split decision where a candidate and a reference answer differently on the same scheduler
-    state: the root cause a finding is named after (``fuzz.oracle.signature.root_cause_name``).
-
-    ``candidate`` and ``reference`` are the tokens each would schedule of ``offered`` from ``start``.
-    ``departure``: how the candidate departs (``ran-past`` the reference's stop, ``stopped-short`` of where
-    the reference went, ``deferred`` where the reference scheduled, ``no-defer`` where the reference
-    deferred). ``decider``: the position that decides, classed (the reference's stop the candidate ran past,
-    or the candidate's own early stop) by the rule of vLLM's split that stops there: ``junction`` (a
-    shared-prefix junction), ``prompt-checkpoint`` (the partial-hit tail), ``lcp`` (last_cache_position),
-    ``next-boundary`` (the boundary after a mid-block start), ``aligned-end`` (the end rounded down to a
-    block), ``prefill-end``, ``budget`` (all that was offered), ``sub-block`` (none of them), ``defer``. ``region``: where that position lies: ``past-lcp`` (beyond
-    ``last_cache_position``, the region vLLM PR #51113 fixed), ``replay`` (beyond the prompt: a resumed
-    request replaying its outputs), or ``""``. ``conditions``: the inputs the disagreement depends on,
-    found by neutralizing each in turn (``eagle-drop``, ``partial-hits``, ``checkpoint-spec``, ``junction``,
-    ``external-start``, ``preempted``): with that input neutralized the two splits agree.
-    """
+    """The first split decision where candidate and reference differ on the same scheduler state (a finding's root
+    cause): how it departs, the rule that decides, where, and the inputs without which the two agree."""
 
     step: int
     request_id: str
@@ -157,8 +138,7 @@ class SplitDisagreement:
 @_ON_FILE
 @dataclass
 class Fault:
-    """Something that is a finding on its own, whatever the other side did. ``stack``: where an exception
-    was raised (``exception_stack``), for a tier that caught one."""
+    """A finding on its own, whatever the other side did; ``stack``: where an exception was raised, if caught."""
 
     kind: str  # contract | liveness | exception | engine-crash | hang
     detail: str
@@ -168,9 +148,7 @@ class Fault:
 
 
 def exception_stack(exc: BaseException) -> str:
-    """The stack of ``exc`` from its first frame in vLLM's package down to the raise, one
-    ``vllm/...py:LINE in FUNCTION`` line per frame with its source line, then the exception itself
-    (paths from the package's own directory, so the text is the same on every machine)."""
+    """``exc``'s stack from its first vLLM frame down to the raise, then the exception: the same on every machine."""
     frames = traceback.extract_tb(exc.__traceback__)
     first = next((i for i, f in enumerate(frames) if "vllm" in Path(f.filename).parts[:-1]), 0)
     lines = []
@@ -229,9 +207,7 @@ class RunResult:
 
 
 def exact_outputs_differ(c: RequestOutcome, r: RequestOutcome) -> bool:
-    """Tokens differ where both produced one; lengths count only if neither was aborted mid-way.
-
-    The comparison of tiers without numeric noise (the sim tier's symbolic model)."""
+    """Tokens differ where both produced one; lengths count only if neither was aborted (tiers without noise)."""
     n = min(len(c.output_tokens), len(r.output_tokens))
     if c.output_tokens[:n] != r.output_tokens[:n]:
         return True
@@ -241,13 +217,7 @@ def exact_outputs_differ(c: RequestOutcome, r: RequestOutcome) -> bool:
 
 @dataclass
 class PoisonVerdict:
-    """A tier's verdict on the slots of one run of one scenario under one policy, with the runs behind it.
-
-    ``verdict``: ``poisoned`` (the audit found a slot that does not hold the state its hash claims),
-    ``clean`` (none, and the canary was caught in the same configuration, or the tier's states are
-    exact), ``inconclusive`` (none, canary missed), ``unsupported``, or a fault kind (``engine-crash``,
-    ``hang``, ``contract``, ...). ``canary_caught`` is None where no canary ran.
-    """
+    """A tier's verdict on one run's slots (poisoned, clean, inconclusive, unsupported, a fault kind), with its runs."""
 
     verdict: str
     result: RunResult

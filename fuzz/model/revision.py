@@ -1,16 +1,6 @@
-"""A git revision of a vLLM checkout as a candidate checkout, read from git objects.
-
-``materialized(repo, sha)`` writes the files a candidate checkout is made of
-(``fuzz.model.checkout``'s :data:`OVERLAID_PACKAGES` and :data:`OVERLAID_FILES`) as they are at
-``sha`` into a fresh temporary directory, with ``git archive``, and removes it afterwards.
-
-Invariants:
-- the user's repository is only read: no checkout, no index or work-tree change, no ref moved
-  (only ``rev-parse``, ``rev-list``, ``log``, ``merge-base``, ``ls-tree`` and ``archive`` run);
-- every git failure is one :class:`RevisionError` line (exit 2) naming the repository and what failed;
-- nothing is written outside the temporary directory: a revision whose files hold a link out of the
-  tree (an absolute symlink, ``../..``) is a RevisionError naming the file, so ``bisect`` skips it.
-"""
+"""A git revision of a vLLM checkout as a candidate checkout: :func:`materialized` writes its candidate files.
+Invariants: the user's repository is only read; every git failure is one :class:`RevisionError` line; nothing is
+written outside the temporary directory (a link out of the tree is a RevisionError naming the file)."""
 
 from __future__ import annotations
 
@@ -60,8 +50,7 @@ UPSTREAM_HEADS = ("refs/remotes/origin/HEAD", "refs/remotes/upstream/HEAD", "ref
 
 
 def default_base(repo: Path) -> str:
-    """The merge base of ``HEAD`` with the default upstream branch: the first of :data:`UPSTREAM_HEADS`
-    that ``repo`` has (``origin/HEAD`` is what ``git clone`` sets to the remote's default branch)."""
+    """The merge base of ``HEAD`` with the first of :data:`UPSTREAM_HEADS` that ``repo`` has."""
     resolve(repo, "HEAD")
     for ref in UPSTREAM_HEADS:
         try:
@@ -74,7 +63,6 @@ def default_base(repo: Path) -> str:
 
 
 def subject(repo: Path, sha: str) -> str:
-    """The commit's subject line."""
     return str(git(repo, "log", "-1", "--format=%s", sha)).strip()
 
 
@@ -89,8 +77,7 @@ def is_ancestor(repo: Path, old: str, new: str) -> bool:
 
 
 def first_parent_range(repo: Path, old: str, new: str) -> list[str]:
-    """The commits after ``old`` up to ``new`` on ``new``'s first-parent line, oldest first
-    (``git rev-list --first-parent --reverse old..new``); ``old`` must be an ancestor of ``new``."""
+    """The commits after ``old`` up to ``new`` on its first-parent line, oldest first; ``old`` must be an ancestor."""
     if not is_ancestor(repo, old, new):
         raise RevisionError(f"{repo}: {old[:12]} is not an ancestor of {new[:12]}")
     revs = str(git(repo, "rev-list", "--first-parent", "--reverse", f"{old}..{new}")).split()

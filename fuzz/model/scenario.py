@@ -1,19 +1,6 @@
-"""The scenario: one test input, in a versioned, validated, canonical JSON form.
-
-A scenario fixes everything an executor needs to run it deterministically:
-the engine knobs (under the top-level key ``engine``) and the requests (the
-top-level list ``requests``). Token ids are not stored; they are derived from
-``seed`` and the prompt parts, so two requests that name the same shared
-segment get byte-identical prefixes and the prefix cache can hit.
-
-Invariants kept here:
-- ``Scenario.from_dict(s.to_dict()) == s`` and ``canonical_json`` is a
-  function of the scenario's value alone (sorted keys, defaults filled in), so
-  equal scenarios encode to equal bytes and hash to equal ids.
-- Every validation failure raises :class:`ScenarioError` naming the field
-  path (``requests[2].max_tokens``) and, when loaded from disk, the file.
-  Nothing from deep inside vLLM ever reaches the user for a malformed input.
-"""
+"""The scenario: one test input (engine knobs and requests), in a versioned, validated, canonical JSON form.
+Invariants: ``Scenario.from_dict(s.to_dict()) == s``; equal scenarios give equal canonical bytes and ids; token ids
+derive from ``seed``; every validation failure is a :class:`ScenarioError` naming the field (and file)."""
 
 from __future__ import annotations
 
@@ -140,7 +127,6 @@ class Scenario:
 
     @functools.cached_property
     def _canonical_json(self) -> str:
-        """Computed once: a scenario is immutable (frozen, and nothing edits its segments in place)."""
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
     def with_engine(self, **changes: Any) -> Scenario:
@@ -177,11 +163,7 @@ def pretty_json(scenario: Scenario, annotations: Mapping[str, Any] | None = None
 
 @functools.lru_cache(maxsize=8192)
 def tokens_for(seed: int, key: str, length: int) -> tuple[int, ...]:
-    """``length`` token ids derived from ``(seed, key)``: stable across runs and machines.
-
-    Each blake2b digest of ``seed/key/counter`` gives 16 tokens (little-endian 32-bit words, mapped
-    onto 1..VOCAB_SIZE-1). Cached: a segment is shared by requests and by both sides of a verdict,
-    and a mutated input keeps most of its parent's parts."""
+    """``length`` token ids in ``[1, VOCAB_SIZE)`` derived from ``(seed, key)``: stable across runs and machines."""
     words: list[int] = []
     for counter in range(-(-length // 16)):
         words += _WORDS.unpack(hashlib.blake2b(f"{seed}/{key}/{counter}".encode(), digest_size=64).digest())
@@ -247,8 +229,7 @@ Text = Annotated[str, Strict(), Says(lambda v: f"expected a string, got {_kind(v
 @with_config(ConfigDict(extra="forbid"))
 @dataclass(frozen=True, kw_only=True)
 class ScenarioFields:
-    """A scenario's value as ``Scenario.from_dict`` takes it (FORMAT_VERSION): the annotations may sit
-    beside it unchecked (a fuzzer's input carries what its corpus file carried)."""
+    """A scenario's value as ``Scenario.from_dict`` takes it; annotations may sit beside it unchecked."""
 
     gdnfuzz_scenario: Literal[1]  # FORMAT_VERSION
     seed: Int(0, (1 << 63) - 1) = 0
@@ -276,8 +257,7 @@ class ScenarioFile(ScenarioFields):
 
 
 def _parse_scenario(data: Any, form: type[ScenarioFields] = ScenarioFields) -> Scenario:
-    """The scenario of a value of ``form``: its format version first (a file of another version is not
-    checked against this one's schema), then the schema, then what refers across fields."""
+    """The scenario of a value of ``form``: format version checked first, then the schema, then cross-references."""
     if not isinstance(data, Mapping):
         raise ScenarioError("<top>", f"expected a JSON object, got {_kind(data)}")
     version = data.get(FORMAT_KEY)
@@ -313,9 +293,7 @@ SCHEMA_FILE = "docs/scenario.schema.json"  # in the repository: the published co
 
 
 def scenario_schema_text() -> str:
-    """The JSON Schema of a scenario file, as published (``gdnfuzz schema``, :data:`SCHEMA_FILE`): what
-    :class:`ScenarioFile` accepts; what it cannot say (segment names a prompt uses exist, ids are unique,
-    ``continues`` names an earlier request, knobs' rules, the context limit) is checked on load."""
+    """The published JSON Schema of a scenario file (:data:`SCHEMA_FILE`); cross-field rules are checked on load."""
     document = {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema.json_schema(ScenarioFile)}
     return json.dumps(document, indent=1) + "\n"
 
@@ -329,9 +307,7 @@ def own_prompt_length(scenario: Scenario, request: Request) -> int:
 
 
 def prompt_tokens(scenario: Scenario, request: Request, said: Mapping[str, Sequence[int]]) -> list[int]:
-    """The prompt ``request`` is sent: for a follow-up (``continues``), its parent's prompt, then what
-    the parent said (``said[parent id]``, its output tokens), then its own parts. Every tier builds a
-    request's prompt here, so they all send the same tokens."""
+    """The prompt ``request`` is sent (a follow-up's parent's prompt and output first); every tier builds it here."""
     head: list[int] = []
     if request.continues is not None:
         parent = scenario.request(request.continues)
@@ -355,10 +331,7 @@ def conversation_lengths(scenario: Scenario) -> dict[str, int]:
 
 
 def required_kv_blocks(scenario: Scenario) -> int:
-    """Blocks the largest request (all its turns, drafts included) needs alone: attention blocks
-    for every token, the Mamba columns align mode keeps live (running, previous, speculative), and
-    the two a partial hit holds while its copy-on-write runs (source and copy). vLLM itself sizes
-    the pool for a whole max_model_len request; a pool below this is not a configuration it runs."""
+    """Blocks the largest request needs alone; a smaller pool is not a configuration vLLM runs."""
     e = scenario.engine
     longest = max(conversation_lengths(scenario).values())
     return -(-longest // e.block_size) + 3 + e.num_spec_tokens + 2

@@ -1,25 +1,7 @@
 """File formats as annotated types, validated by pydantic, with faults in gdnfuzz's one-line form.
-
-A reader declares its format as types (stdlib dataclasses and TypedDicts whose fields are ``Annotated``
-with pydantic's constraints and a :class:`Says`), hands a parsed JSON value (``fuzz.model.json_input``)
-to :func:`validate`, and gets the typed value or one ``fail(field, message)``. :func:`json_schema` is
-the JSON Schema of the same types, so the published schema is the one the readers check.
-
-Invariants:
-
-- one fault is reported, the first a reader meets going depth first in field order, where an
-  object's unknown keys come before its fields;
-- the field is the fault's place in dotted form (``requests[2].max_tokens``, ``<top>`` for the value
-  itself) and the message is the innermost :class:`Says` on the way there, given the value at its
-  field; without one, an unknown key is ``unknown field``, a missing one ``missing``, and a value of
-  the wrong kind names the kind its place expects (``expected a list, got a string``, ``expected an
-  object, got null``, ``expected int, got '3'``, ``expected one of ok, unsupported, got 'x'``);
-- ``as_json``: the value is checked as the JSON text it was parsed from, strictly (pydantic's strict
-  JSON mode), so its types need no ``Strict()`` of their own: no bool for an int, no ``"3"`` for a
-  number, an array for a tuple, an enum's value for the enum, an integer for a float (as a float);
-- a validator (``PlainValidator``, ``AfterValidator``) that raises a :class:`~fuzz.errors.FieldError`
-  names its field below the place it validates (``""``: that place itself), with its own message.
-"""
+Invariants: one fault, the first met depth first in field order (unknown keys first), as (dotted field, innermost
+:class:`Says` message or a default); a validator's FieldError names its field below its place; :func:`json_schema`
+is the schema of the very types the readers check."""
 
 from __future__ import annotations
 
@@ -48,16 +30,14 @@ WRONG_KIND = ("list_type", "tuple_type", "dict_type", "dataclass_type", "enum", 
 
 @dataclass(frozen=True)
 class Says:
-    """``Annotated`` metadata: the message of any fault at or under this field, made from its value;
-    ``missing``: a required field that is missing gets it too (made from None), not ``missing``."""
+    """``Annotated`` metadata: the message of any fault at or under this field (``missing``: also when missing)."""
 
     message: Callable[[Any], str]
     missing: bool = False
 
 
 def validate(schema: type[T] | Any, value: Any, fail: Fail, *, as_json: bool = False) -> T:
-    """``value`` as ``schema`` (see the module invariants; ``as_json``: as its JSON text, strictly); a fault
-    is ``fail(field, message)``."""
+    """``value`` as ``schema`` (``as_json``: as its JSON text, strictly); a fault is ``fail(field, message)``."""
     try:
         if as_json:
             return _adapter(schema).validate_json(json.dumps(value), strict=True)
@@ -83,15 +63,13 @@ def _adapter(schema: Any) -> TypeAdapter[Any]:
 
 
 def _first(errors: list[ErrorDetails]) -> ErrorDetails:
-    """The fault a reader meets first: pydantic lists an object's fields in order, then its unknown
-    keys, so the first listed fault gives way to an unknown key of an object that encloses it."""
+    """The fault a reader meets first: an enclosing object's unknown key before pydantic's first listed fault."""
     first = errors[0]
     enclosing = [e for e in errors if e["type"] in UNKNOWN and first["loc"][:len(e["loc"]) - 1] == e["loc"][:-1]]
     return min(enclosing, key=lambda e: len(e["loc"]), default=first)
 
 
 def _describe(schema: Any, value: Any, error: ErrorDetails) -> tuple[str, str]:
-    """The fault ``error`` of ``value`` as (field, message)."""
     cause = error.get("ctx", {}).get("error")
     if isinstance(cause, FieldError):
         parts = [field_path(error["loc"])] if error["loc"] else []
@@ -111,8 +89,7 @@ _Blame = tuple[tuple[str | int, ...], Says | None, Any]
 
 
 def _blame(tp: Any, value: Any, loc: tuple[str | int, ...]) -> tuple[_Blame, Any]:
-    """The innermost :class:`Says` on ``tp``'s path to ``loc``, the place it covers and the value there;
-    and the type ``loc`` itself has (None where pydantic names a union's member or an object's key)."""
+    """(place, innermost Says on ``tp``'s path to ``loc``, value there), and ``loc``'s own type (None if unknown)."""
     best: _Blame = ((), None, value)
     depth = 0
     while True:
@@ -147,13 +124,11 @@ def _wrong_kind(tp: Any, value: Any) -> str | None:
 
 
 def _kind(value: Any) -> str:
-    """A JSON value's kind: ``an object``, ``a list``, ``a string``, ``a boolean``, ``null``, ``a number``."""
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number")
 
 
 def _short(value: Any) -> str:
-    """``repr(value)`` cut to 40 characters."""
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -177,7 +152,6 @@ def _unwrap(tp: Any) -> tuple[Any, Says | None]:
 
 
 def _child(value: Any, key: str | int) -> Any:
-    """``value[key]``, or None where it has none (a missing field)."""
     try:
         return value[key]
     except (KeyError, IndexError, TypeError):

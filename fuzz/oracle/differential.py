@@ -1,15 +1,5 @@
-"""The differential core: run a scenario under a candidate and a reference policy on one tier, and judge.
-
-``replay(scenario, candidate, reference, tier)`` runs the candidate, the reference and the truth on
-one executor and judges them with every finding class (``fuzz.oracle.verdict``). Executors are
-created once per tier per process (``fuzz.tiers.executor_for``) and reused, since the engine tier
-keeps engines warm.
-
-Corpus expectations: a corpus file's ``expect`` annotation maps a candidate policy name to the
-verdict status it must get against ``vllm`` on the sim tier (``{"pre-51113": "diverged", "vllm":
-"clean"}``; per vLLM version where a release changed it: ``fuzz.model.expectations``).
-``check_expectation`` says whether a verdict meets it on the installed vLLM.
-"""
+"""The differential core: run a scenario under a candidate and a reference policy on one tier, and judge; executors
+are reused per tier per process (engines stay warm). ``check_expectation``: a corpus file's ``expect`` status."""
 
 from __future__ import annotations
 
@@ -37,16 +27,8 @@ class Replayed:
 def replay(scenario: Scenario, candidate: Policy, reference: Policy, tier: str = "sim",
            candidate_run: RunResult | None = None, causes: bool = True,
            reference_run: RunResult | None = None, truth_run: RunResult | None = None) -> Replayed:
-    """Candidate, reference and truth on one tier, judged by every finding class; where the candidate
-    has a finding of its own, the first split decision where the two policies disagree in the candidate's
-    run (its root cause, ``Verdict.root_cause``, from a tier that records it), which names the finding.
-
-    ``candidate_run``: the candidate's run of this scenario on this tier, made with ``reference``, when
-    the caller already has it (the fuzzer's fast path), so no input runs twice. ``reference_run`` and
-    ``truth_run``: the reference's and the truth's runs of this scenario on this tier, where a caller
-    judges many candidates on one scenario (a mutation benchmark). ``causes=False`` skips the root-cause
-    search (its extra runs) where only whether something is found matters.
-    """
+    """Candidate, reference and truth on one tier, judged by every class; ``root_cause`` set where the candidate has a
+    finding of its own (unless ``causes=False``); ``*_run``: runs already made (the candidate's with ``reference``)."""
     executor = executor_for(tier)
     cand = candidate_run if candidate_run is not None else executor.run(scenario, candidate, reference)
     # the reference runs even when equal to the candidate: a null run must catch nondeterminism
@@ -64,23 +46,15 @@ def _candidates_own(verdict: Verdict) -> bool:
 
 def root_cause(scenario: Scenario, candidate: Policy, reference: Policy, executor: Executor, cand: RunResult,
                ref: RunResult, truth: RunResult | None) -> SplitDisagreement | None:
-    """The split decision that causes the candidate's finding: the disagreement with the reference whose
-    correction removes it.
-
-    The candidate's run records its first disagreement; a policy that follows the reference at its first
-    m disagreements (``fuzz.model.policies.following``) records its (m+1)-th. The finding is caused by the
-    j-th disagreement, j the smallest m for which following the reference at the first m leaves no
-    finding of the candidate's own: found by doubling m, then bisecting (a few runs, the first
-    disagreement's one run for a one-line change). None where the tier records no disagreement, or
-    where following the reference everywhere still leaves the finding (the split is not its cause).
-    """
+    """The split decision causing the candidate's finding: the j-th disagreement with the reference, j the least m for
+    which following it at the first m leaves no finding of the candidate's own (doubling, then bisecting). None where
+    the tier records no disagreement, or following the reference everywhere still leaves the finding."""
     if cand.disagreement is None:
         return None
     disagreements = {0: cand.disagreement}
 
     def fixed(m: int) -> bool:
-        """Does following the reference at the first m disagreements leave no finding of the candidate's own
-        (only, at most, what the reference shares)? Records the run's next disagreement."""
+        """No finding of the candidate's own after following the reference at the first m? Records the next."""
         run = executor.run(scenario, following(candidate, reference, m), reference)
         disagreements[m] = run.disagreement
         verdict = judge(scenario, run, ref, truth, executor.outputs_differ)
@@ -100,10 +74,8 @@ def root_cause(scenario: Scenario, candidate: Policy, reference: Policy, executo
 def folds_into(scenario: Scenario, candidate: Policy, reference: Policy, cls: FindingClass,
                causes: list[SplitDisagreement], reference_run: RunResult, truth: RunResult | None,
                tier: str = "sim") -> bool:
-    """Whether the finding of class ``cls`` the candidate has on ``scenario`` is the known bugs' whose root
-    causes are ``causes``: the candidate corrected on the decisions their signatures stand for
-    (``fuzz.oracle.signature.stands_for``: answering as the reference there) has no finding of ``cls`` of
-    its own here. One run; ``reference_run`` and ``truth`` are this scenario's."""
+    """Whether the candidate's ``cls`` finding is the known bugs' with root causes ``causes``: corrected where their
+    signatures stand for (``stands_for``), it has none of its own. One run; the runs given are this scenario's."""
     executor = executor_for(tier)
     regions = [stands_for(c) for c in causes]
     fixed = corrected(candidate, reference, lambda d: any(region(d) for region in regions))
@@ -115,14 +87,8 @@ def folds_into(scenario: Scenario, candidate: Policy, reference: Policy, cls: Fi
 def judge(scenario: Scenario, candidate: RunResult, reference: RunResult, truth: RunResult | None = None,
           outputs_differ: OutputsDiffer = exact_outputs_differ,
           canary_detected: Callable[[], bool | None] = lambda: None) -> Verdict:
-    """The verdict on two runs of ``scenario`` (and the truth) on one tier.
-
-    Tiers with real numerics supply ``outputs_differ`` (a calibrated tolerance instead of exact
-    tokens, whose default is exact tokens) and ``canary_detected`` (asked only when needed): where no
-    class that needs a canary found anything, the verdict is ``inconclusive`` unless a deliberately
-    corrupted slot is caught in the same configuration; findings of a class that needs none still
-    name the verdict then.
-    """
+    """The verdict on two runs (and the truth) on one tier. Where no class needing a canary found anything and
+    ``canary_detected()`` (asked only then) is False, it is ``inconclusive``, unless other classes' findings name it."""
     if RunStatus.UNSUPPORTED in (candidate.status, reference.status):
         return Verdict(VerdictStatus.UNSUPPORTED, notes=candidate.notes + reference.notes)
     runs = JudgeInput(scenario, candidate, reference, truth, outputs_differ)

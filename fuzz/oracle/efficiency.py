@@ -1,32 +1,7 @@
-"""The efficiency oracle: what the candidate makes the user pay beyond the reference, on the same workload.
-
-A class of its own (``fuzz.oracle.classes.efficiency``), never mixed with correctness: a split can
-keep every slot exact and still recompute tokens a cache hit would have spared, cut prompts into
-more forward passes, or keep a request waiting longer for its first token. vLLM's own regression
-test for #51113 sees such changes only because it pins exact chunk sizes; this oracle compares what
-the two runs cost (``fuzz.model.cost``), not how they chunk.
-
-What the user pays is three costs, each summed over the requests that saw the same prompt on both
-sides (a multi-turn follow-up's prompt depends on its parent's output):
-
-- *recomputed tokens*: prompt tokens computed rather than read from a cache hit (throughput, and
-  time to first token);
-- *forward passes*: non-empty scheduler steps;
-- *steps to first token*: from a request's arrival to the step that computes its last prompt token.
-
-The candidate *regresses* only where it pays more of at least one cost and less of none: a candidate
-that trades one cost for another, or is cheaper, is not a finding. Budget a step leaves unused is
-not a cost of its own (a candidate that resumes from more cached tokens has less to compute, so it
-leaves more budget idle): reports show it as evidence.
-
-Findings (each a ``Divergence`` on the candidate side, with its magnitude in ``details``: ``amount``
-in the kind's unit and ``relative`` to what the reference paid): ``lost-cache-hit`` (per request,
-tokens recomputed), ``extra-forward-passes`` (passes), ``later-first-token`` (per request, steps).
-
-Invariants: equal runs (null runs) give no finding; a finding exists only where the candidate's
-cost vector is worse than the reference's in one component and better in none; the magnitudes are
-functions of the two runs alone, hence deterministic.
-"""
+"""The efficiency oracle: what the candidate pays beyond the reference on one workload, in three costs over the
+requests both saw with the same prompt: recomputed tokens (not cache hits), forward passes, steps from arrival to the
+last prompt token (idle budget is evidence, not a cost). A finding exists only where the candidate pays more of one
+cost and less of none, so equal runs give none; magnitudes (``amount``, ``relative``) are functions of the runs."""
 
 from __future__ import annotations
 
@@ -47,7 +22,6 @@ class Costs:
     steps_to_first_token: int
 
     def worse(self, other: Costs) -> set[str]:
-        """The costs where this run pays more than ``other``."""
         return {name for name in vars(self) if getattr(self, name) > getattr(other, name)}
 
 
@@ -106,8 +80,7 @@ def judge_efficiency(candidate: RunCost, reference: RunCost) -> list[Divergence]
 
 
 def headline(findings: list[Divergence]) -> Divergence | None:
-    """The finding that names a set of efficiency findings: the first kind in ``KINDS`` order, the
-    largest of that kind."""
+    """The finding naming a set: the first kind in ``KINDS`` order, the largest of that kind."""
     return min(findings, key=lambda f: (KINDS.index(f.kind), -f.details["amount"]), default=None)
 
 

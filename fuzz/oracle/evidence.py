@@ -1,9 +1,4 @@
-"""The evidence tables a finding's report shows, in markdown: a request's chunks, two policies' chunks
-side by side, and what each side paid.
-
-Every table is a function of the runs (and the scenario) alone, so a report rendered twice from the
-same finding is the same text. Each finding class picks the tables its report section shows.
-"""
+"""Markdown evidence tables for a finding's report, each a function of the runs and scenario alone."""
 
 from __future__ import annotations
 
@@ -13,9 +8,8 @@ from fuzz.model.scenario import Scenario
 
 
 def chunk_table(run: RunResult, request_id: str | None = None, steps: set[int] | None = None) -> str:
-    """Every chunk of ``request_id`` in ``run`` (of every request, in ``steps``, where none is named):
-    step, budget, tokens, drafts, the state column and blocks it read and wrote, how many tokens the
-    state it started from had consumed, and the internal prefill checkpoint it exported."""
+    """Every chunk of ``request_id`` (else of every request, in ``steps``): step, budget, tokens, drafts, column,
+    blocks read and written, the start state's tokens, the prefill checkpoint exported."""
     named = request_id is not None
     lines = [f"| step | {'' if named else 'request | '}budget | tokens | drafts | column | read block | wrote | "
              "state in | checkpoint |",
@@ -34,8 +28,7 @@ def chunk_table(run: RunResult, request_id: str | None = None, steps: set[int] |
 
 def chunk_tables(candidate: RunResult, reference: RunResult | None, request_id: str | None, step: int | None,
                  names: tuple[str, str]) -> str:
-    """Both sides' chunk tables: of ``request_id``, or (a finding of no single request, e.g. an exception
-    raised inside a step) every request's chunks in the three steps before ``step``."""
+    """Both sides' chunk tables: of ``request_id``, else every request's in the three steps before ``step``."""
     shown = None if request_id is not None else set(range(max((step or 0) - 3, 0), (step or 0) + 1))
     title = f"## Chunks of `{request_id}`" if request_id is not None else \
         f"## Chunks of every request, steps {min(shown or {0})} to {step}" if step is not None else \
@@ -60,8 +53,7 @@ def side_by_side(candidate: RunResult, reference: RunResult, request_id: str, na
 
 
 def cost_table(scenario: Scenario, candidate: RunResult, reference: RunResult, names: tuple[str, str]) -> str:
-    """What each side paid: passes, idle budget (evidence, not a cost of its own), and per request the hit,
-    its prefill chunks and its steps to first token."""
+    """What each side paid: passes, idle budget (evidence only), per request hits, prefill chunks, first-token steps."""
     c, r = run_cost(scenario, candidate), run_cost(scenario, reference)
     lines = [f"| | `{names[0]}` | `{names[1]}` |", "|---|---:|---:|",
              f"| forward passes | {c.forward_passes} | {r.forward_passes} |",

@@ -1,8 +1,5 @@
-"""A finding ready to store: what diverged, under which policies, how it was reduced, and where.
-
-Invariant: a ``Finding`` carries everything its bundle (``fuzz.store.bundle``) and its report
-(``fuzz.report.finding_report``) are written from; neither reads anything else.
-"""
+"""A finding ready to store. Invariant: a ``Finding`` carries everything its bundle (``fuzz.store.bundle``) and its
+report (``fuzz.report.finding_report``) are written from; neither reads anything else."""
 
 from __future__ import annotations
 
@@ -34,8 +31,6 @@ def environment(device: str = "cpu") -> dict[str, str]:
 
 @dataclass
 class Finding:
-    """A finding ready to store: what was found, under which policies, and how it was reduced."""
-
     signature: str
     original: Scenario
     minimized: Scenario

@@ -1,23 +1,7 @@
-"""The correctness judge: what resumed-from-cache requests computed under candidate vs reference.
-
-Four checks, each a Divergence kind of its own:
-(a) poison audit: a Mamba block hashed into the prefix cache holds a state other
-    than the one its hash claims (``poisoned-slot``), on either side;
-(b) differential: a request resumed from a state that is not exactly its
-    prefix (``bad-resume``), or whose output tokens differ between candidate and
-    reference on the same prompt (``output-divergence``);
-(c) truth: the side whose outputs differ from the exact computation of the
-    prompt it saw (the sim tier carries it per request; other tiers use the
-    no-prefix-caching truth run) is the wrong one, and a side that is wrong
-    even where both agree is a ``truth-divergence`` (without a truth the side is
-    ``unknown``);
-(d) contracts and liveness: ``contract``, ``liveness``, ``exception``,
-    ``engine-crash``, ``hang`` faults recorded by the executor.
-
-It is the judge of the correctness class (``fuzz.oracle.classes.correctness``). Invariant: a run
-pair with no poisoned slot, no fault, no bad resume and equal outputs that match the truth gives no
-finding; the findings are a function of the runs alone.
-"""
+"""The correctness judge: poisoned slots (a hashed Mamba block not holding what its hash claims), bad resumes, outputs
+differing between sides or off the exact computation (per request on the sim tier, else the truth run; none: side
+``unknown``), executor faults. Invariant: sound runs with equal outputs matching the truth give no finding; the
+findings are a function of the runs alone."""
 
 from __future__ import annotations
 
@@ -47,8 +31,7 @@ def _wrong_side(candidate_ok: bool, reference_ok: bool) -> str:
 
 
 def crossing_chunk(run: RunResult, slot: PoisonedSlot) -> Chunk | None:
-    """The last chunk, at or before the slot's audit step, that ran past the boundary the slot is
-    hashed at (started below it, ended above it): the chunk whose missing stop left the slot stale."""
+    """The last chunk up to the slot's audit step that ran past its hashed boundary (its missing stop left it stale)."""
     last = None
     for record in run.steps:
         if record.step > slot.step:
@@ -83,10 +66,7 @@ def run_is_sound(run: RunResult) -> bool:
 
 
 def self_consistent(run: RunResult) -> bool:
-    """True when one run alone shows nothing: no poisoned slot, no fault, no bad resume, and every
-    request computed exactly what its own prompt gives (needs per-request ``expected_tokens``).
-
-    Such a run cannot be the wrong side of any verdict, so a fuzzer may skip the reference."""
+    """One run alone shows nothing (no poison, fault, bad resume; outputs as expected_tokens): never the wrong side."""
     if run.poisoned or run.faults or run.status != RunStatus.OK:
         return False
     return all(
@@ -122,8 +102,7 @@ def judge_correctness(runs: JudgeInput) -> list[Divergence]:
 
 
 def _same_prompt(c: RequestOutcome, r: RequestOutcome) -> bool:
-    """Comparable runs of a request saw the same prompt (a multi-turn follow-up of an aborted
-    parent sees whatever the parent had produced by then)."""
+    """Both saw the same prompt (a follow-up of an aborted parent sees what the parent had produced by then)."""
     return c.prompt_digest is None or r.prompt_digest is None or c.prompt_digest == r.prompt_digest
 
 

@@ -1,21 +1,6 @@
-"""The oracle's vocabulary: finding classes, the ``--fail-on`` choice, and the verdict that holds findings.
-
-A *finding class* is everything gdnfuzz knows about one family of findings, in one object: how it is
-judged from a candidate run against a reference run (and the truth), the verdict status and exit
-code it gives, how a finding of it is named (its signature and the prefix that tells its signatures
-apart), which ``--fail-on`` choice counts it, what the minimiser must keep while it shrinks one, what
-its report shows, and how a campaign handles it. Each class is one module of
-:mod:`fuzz.oracle.classes` that defines ``FINDING_CLASS``, a :class:`FindingClass`; the modules are
-found there at first use (:func:`finding_classes`), so adding a class is adding one module and its
-tests. Nothing outside a class module names a class.
-
-Invariants:
-- classes are ordered by ``rank``: where a verdict has findings of several classes, the lowest rank
-  names it (its status, its headline, its signature, its exit code);
-- a signature says its class: each class's signatures start with its ``signature_prefix``, and the
-  class whose prefix is empty takes what no other prefix claims (:func:`class_of_signature`);
-- a class's ``judge`` is a function of the runs alone, so equal runs (a null run) judge equally.
-"""
+"""The oracle's vocabulary: finding classes (one module of :mod:`fuzz.oracle.classes` each; nothing else names one),
+``--fail-on`` and the verdict. Invariants: the lowest ``rank`` with findings names a verdict; signatures start with
+their class's ``signature_prefix`` (the empty one takes the rest); a ``judge`` is a function of the runs alone."""
 
 from __future__ import annotations
 
@@ -48,8 +33,7 @@ def slug(text: str) -> str:
 
 @dataclass(frozen=True)
 class JudgeInput:
-    """Everything a class judges: one scenario's candidate and reference runs on one tier, the truth run
-    where the tier has one, and the tier's way of comparing two requests' outputs."""
+    """One scenario's candidate and reference runs on one tier, the truth where there is one, the output comparison."""
 
     scenario: Scenario
     candidate: RunResult
@@ -88,27 +72,22 @@ class FindingClass(ABC):
     @abstractmethod
     def report_section(self, verdict: Verdict, scenario: Scenario, candidate: RunResult,
                        reference: RunResult | None, names: tuple[str, str]) -> tuple[str, str]:
-        """``report.md``'s words for a finding of this class: the one line under its summary, and the
-        markdown body (tables) that shows its evidence. ``names``: the candidate's and reference's specs."""
+        """``report.md``'s line under the summary and markdown evidence body; ``names``: the two specs."""
 
     def symptom(self, verdict: Verdict, scenario: Scenario, candidate_run: RunResult) -> str:
-        """The name of this class's findings in ``verdict`` after what they show, whatever their root cause
-        (kept in a bundle as evidence); by default the signature."""
+        """The name after what the findings show, whatever their root cause (bundle evidence); default the signature."""
         return self.signature(verdict, scenario, candidate_run)
 
     def keeps(self, found: Verdict) -> Keeps:
-        """What every step of a minimisation of ``found`` must still show besides its signature (by
-        default nothing more)."""
+        """What every minimisation step of ``found`` must still show besides its signature (default nothing)."""
         return lambda verdict: True
 
     def costs(self, findings: list[Divergence]) -> list[str]:
-        """What the candidate pays beyond the reference, one line a finding, where this class measures a
-        cost (``gdnfuzz replay``'s cost column); by default nothing."""
+        """The candidate's costs beyond the reference, a line a finding (``replay``'s cost column); default none."""
         return []
 
     def decided_by_candidate(self, candidate_run: RunResult) -> bool:
-        """True when the candidate's run alone proves it has no finding of this class, so a fuzzer may
-        skip the reference run. By default never (a comparison needs both runs)."""
+        """The candidate's run alone proves no finding of this class (skip the reference); default never."""
         return False
 
 
@@ -136,14 +115,11 @@ def class_of_signature(sig: str) -> FindingClass:
 
 
 def fail_on_choices() -> list[str]:
-    """``--fail-on``'s choices: each class's name, then ``any``."""
     return [c.name for c in finding_classes()] + [ANY]
 
 
 class FailOn(str):
-    """Which classes of finding fail a command (``--fail-on``): one class's name, or ``any``.
-
-    A string (its value is what the user typed), so it travels in environments and JSON unchanged."""
+    """Which classes fail a command (``--fail-on``): a class's name or ``any``; a str, as env and JSON carry it."""
 
     def __new__(cls, value: str) -> FailOn:
         if value not in fail_on_choices():
@@ -166,12 +142,8 @@ def default_fail_on() -> FailOn:
 
 @dataclass
 class Verdict:
-    """What the oracle concluded about a candidate against a reference on one tier.
-
-    Invariant: ``status`` is ``clean`` only if no class found anything on either side, both runs
-    completed and (where a class needs one) the canary was caught; a run a tier could not do is
-    ``unsupported``, never ``clean``; otherwise the lowest-ranked class with findings gives the status.
-    """
+    """What the oracle concluded on one tier. Invariant: ``clean`` only if nothing was found, both runs completed
+    and any needed canary was caught; a run a tier cannot do is ``unsupported``; else the lowest class found sets it."""
 
     status: VerdictStatus
     found: dict[str, list[Divergence]] = field(default_factory=dict)  # class name -> its findings
@@ -181,7 +153,6 @@ class Verdict:
     root_cause: SplitDisagreement | None = None  # the first split decision where the policies disagree
 
     def of(self, cls: FindingClass | str) -> list[Divergence]:
-        """This verdict's findings of class ``cls`` (a class or its name)."""
         return self.found.get(cls if isinstance(cls, str) else cls.name, [])
 
     @property
@@ -203,7 +174,6 @@ class Verdict:
 
     @property
     def summary(self) -> str:
-        """The headline's one-line summary ("" when nothing was found)."""
         headline = self.headline
         return headline.summary if headline else ""
 
@@ -222,23 +192,19 @@ class Verdict:
 
 
 def finding_signature(verdict: Verdict, scenario: Scenario, candidate_run: RunResult, fail_on: FailOn) -> str:
-    """The signature of what ``fail_on`` counts in this verdict: the lowest-ranked counted class with
-    findings names it; "clean" when it counts nothing."""
+    """The signature of what ``fail_on`` counts: the lowest-ranked counted class with findings; else "clean"."""
     cls = next((c for c in fail_on.classes if verdict.of(c)), None)
     return "clean" if cls is None else cls.signature(verdict, scenario, candidate_run)
 
 
 def reference_is_wrong(sig: str) -> bool:
-    """Whether ``sig`` names a finding the reference has too (``both-side-``) or alone
-    (``reference-side-``): not one the candidate brought."""
+    """Whether ``sig`` names a finding the reference has too (``both-side-``) or alone (``reference-side-``)."""
     return sig.startswith(("both-side-", "reference-side-"))
 
 
 def outcome(sig: str) -> str:
-    """The one verdict policy every command applies to a signature (``replay``, ``run``, ``ci``, the pytest
-    plugin): ``clean`` (nothing counted), ``known`` (the reference is wrong there too: a bug of the base,
-    reported, never failing the candidate; the plugin's expected failure, ``ci``'s skipped case) or
-    ``new`` (the candidate's own: it fails)."""
+    """Every command's verdict policy for a signature: ``clean``, ``known`` (the reference is wrong too: reported, never
+    failing the candidate) or ``new`` (the candidate's own: it fails)."""
     if sig == "clean":
         return "clean"
     return "known" if reference_is_wrong(sig) else "new"

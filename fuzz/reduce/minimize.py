@@ -1,10 +1,5 @@
-"""Minimize a scenario with the scenario stages, keeping its finding's signature.
-
-``minimize`` runs ``fuzz.reduce.stages.STAGES`` through the shrinker; ``same_signature`` is the
-predicate every caller uses ("this scenario still gives signature S under candidate vs reference",
-and whatever else the finding's class asks a reduction to keep, ``FindingClass.keeps``; a
-configuration vLLM rejects does not reproduce anything).
-"""
+"""Minimize a scenario with the scenario stages, keeping its finding's signature; ``same_signature`` is every caller's
+predicate (the signature and the class's ``keeps`` still hold; a configuration vLLM rejects reproduces nothing)."""
 
 from __future__ import annotations
 
@@ -29,16 +24,14 @@ def minimize(scenario: Scenario, reproduces: Predicate, max_seconds: float = 120
 
 def signature_of(scenario: Scenario, candidate: Policy, reference: Policy, tier: str = "sim",
                  fail_on: FailOn | None = None) -> str:
-    """The signature of what ``fail_on`` (default: the default ``--fail-on``) counts in ``scenario``'s
-    verdict ("clean" when nothing)."""
+    """The signature of what ``fail_on`` (default: the default ``--fail-on``) counts in ``scenario``'s verdict."""
     replayed = replay(scenario, candidate, reference, tier)
     return finding_signature(replayed.verdict, scenario, replayed.candidate, fail_on or default_fail_on())
 
 
 def same_signature(target: str, candidate: Policy, reference: Policy, tier: str = "sim",
                    fail_on: FailOn | None = None, keeps: Keeps | None = None) -> Predicate:
-    """The predicate "the same signature still reproduces" (and ``keeps`` still holds of the verdict);
-    a config vLLM rejects does not."""
+    """The predicate "``target`` still reproduces (and ``keeps`` holds)"; a config vLLM rejects does not."""
     counted = fail_on or default_fail_on()
 
     def reproduces(scenario: Scenario) -> bool:
@@ -54,17 +47,15 @@ def same_signature(target: str, candidate: Policy, reference: Policy, tier: str 
 
 def reproduction_predicate(target: str, replayed: Replayed, candidate: Policy, reference: Policy,
                            fail_on: FailOn) -> Predicate:
-    """``same_signature`` for a finding first seen as ``replayed``, keeping what its class asks a
-    reduction of it to keep."""
+    """``same_signature`` for a finding first seen as ``replayed``, keeping what its class asks kept."""
     return same_signature(target, candidate, reference, "sim", fail_on,
                           class_of_signature(target).keeps(replayed.verdict))
 
 
 def minimize_raw_bundle(raw_bundle: str | Path, sig: str, candidate: str, reference: str, seconds: float,
                         fail_on: FailOn | None = None) -> Finding | None:
-    """Minimize a fuzzer's raw bundle (its ``original.json``) while ``sig`` reproduces, for at most
-    ``seconds``; the Finding to store (the best reduction so far when time runs out), or None when the
-    input does not give ``sig`` again."""
+    """Minimize a raw bundle's input while ``sig`` reproduces, for ``seconds`` at most: the Finding (the best so far at
+    the limit), or None when the input does not give ``sig`` again."""
     original, _ = load_scenario(Path(raw_bundle) / "original.json")
     cand, ref, counted = resolve_policy(candidate), resolve_policy(reference), fail_on or default_fail_on()
     found = replay(original, cand, ref, "sim")

@@ -1,23 +1,7 @@
-"""The shrinker: shrink a scenario through named stages while a predicate (in practice: "the same
-signature") holds.
-
-In the spirit of syzkaller's ``pkg/repro`` and C-Reduce: a pipeline of named
-stages (``fuzz.reduce.stages`` registers the scenario stages), each proposing
-candidate scenarios one change at a time. The pipeline repeats until a whole
-pass keeps nothing (a fixpoint) or the time limit is reached.
-
-Invariants:
-- a candidate is kept only if it is a valid scenario (rebuilt with
-  ``Scenario.from_dict(candidate.to_dict())``; one that raises ScenarioError is
-  skipped, never run), strictly simpler than the current one by
-  :func:`~fuzz.reduce.simplicity.simplicity_key`, and the predicate holds for it. Hence
-  ``simplicity_key(minimized) <= simplicity_key(original)`` and, when the
-  original reproduces, ``reproduces(minimized)`` is True; since every kept change
-  strictly lowers a tuple of non-negative integers, the pipeline terminates;
-- the predicate runs at most once per distinct scenario: results are cached by
-  the canonical JSON encoding;
-- a scenario for which the predicate is false is returned unchanged.
-"""
+"""The shrinker: shrink a scenario through named stages while a predicate holds, to a fixpoint or a time limit.
+Invariants: a candidate is kept only if valid (``from_dict(to_dict())``; a ScenarioError skips it unrun), strictly
+simpler by :func:`~fuzz.reduce.simplicity.simplicity_key`, and the predicate holds, so the loop terminates; the
+predicate runs once per distinct scenario (by canonical JSON); a scenario it rejects is returned unchanged."""
 
 from __future__ import annotations
 
@@ -55,7 +39,6 @@ class MinimizeReport:
     seconds: float = 0.0
 
     def stage_dicts(self) -> list[dict[str, Any]]:
-        """The stage reports as plain data (a bundle's ``verdict.json`` keeps them)."""
         return [asdict(s) for s in self.stages]
 
 
@@ -67,8 +50,6 @@ class _OutOfTime(Exception):
 
 
 class Shrinker:
-    """The current scenario, its key, the predicate cache, and the report of the running stage."""
-
     def __init__(self, scenario: Scenario, reproduces: Predicate, deadline: float):
         self.current = scenario
         self.key = simplicity_key(scenario)

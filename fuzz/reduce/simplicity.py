@@ -1,8 +1,4 @@
-"""The one definition of "simpler" for the minimizer: :func:`simplicity_key`, a sort key over scenarios.
-
-Invariant: every component of the key is a non-negative integer, so a chain of strictly decreasing
-keys is finite; the shrinker keeps a change only when it lowers the key, hence always terminates.
-"""
+"""The one definition of "simpler" (:func:`simplicity_key`): its components are non-negative ints, so shrinking ends."""
 
 from __future__ import annotations
 
@@ -25,13 +21,11 @@ def prefill_steps(scenario: Scenario) -> int:
 
 
 def _non_default_knobs(e: EngineKnobs) -> int:
-    """Engine knobs away from their defaults (a derived default as when parsed: hash_block_size's is
-    block_size)."""
+    """Engine knobs away from their defaults (a derived default taken as when parsed)."""
     return sum(not e.at_default(name) for name in KNOBS)
 
 
 def _list_entries(e: EngineKnobs) -> list[int]:
-    """The entries of every list knob (the step budgets)."""
     return [x for name, row in KNOBS.items() if row.kind == "ints" for x in getattr(e, name)]
 
 
@@ -52,28 +46,8 @@ def _off_grid(s: Scenario) -> int:
 
 
 def simplicity_key(scenario: Scenario) -> tuple[int, ...]:
-    """The one definition of "simpler": a smaller key is simpler (compared lexicographically).
-
-    Components, most important first:
-     1. number of requests;
-     2. total prompt tokens (each request's full prompt, a continuation's inherited
-        conversation included);
-     2b. prefill steps, a lower bound from the budgets (:func:`prefill_steps`), so a
-        smaller budget that only adds chunks is not "simpler";
-     3. spec decode: off < mtp < eagle (the sim runs eagle as the MTP head);
-     4. number of speculative tokens;
-     5. step budgets: none < some, then how many;
-     6. number of shared segments; 7. number of prompt parts; 8. number of continuations;
-     9. total max_tokens;
-    10. distinct non-zero arrival steps; 11. sum of arrival steps;
-    12. abort steps; 13. accept-pattern entries; 14. sum of accept entries;
-    15. engine knobs away from their defaults, plus requests with KV-connector tokens;
-    16. the sum of the free numbers (step budgets, non-default knobs, external tokens,
-        abort steps): smaller is closer to the canonical small values;
-    17. token counts off the block grid (not 1, not within one of a multiple of B);
-    18. the token seed (0 is canonical).
-    Every component is a non-negative integer, so strictly decreasing chains are finite.
-    """
+    """Smaller is simpler (lexicographic, most important first): requests, prompt tokens, prefill steps (so a budget
+    that only adds chunks is not simpler), spec decode, other counts and sums, off-grid token counts, the seed."""
     e = scenario.engine
     arrivals = [r.arrival_step for r in scenario.requests]
     return (

@@ -1,8 +1,4 @@
-"""The scenario stages of the minimizer, in the order they run (registered by :func:`stage`).
-
-Each stage proposes one change at a time through ``Shrinker.consider``, which keeps it only if it is
-valid, strictly simpler and still reproduces (see ``fuzz.reduce.shrinker``).
-"""
+"""The minimizer's scenario stages, in registration order; each offers one change at a time to ``Shrinker.consider``."""
 
 from __future__ import annotations
 
@@ -18,7 +14,6 @@ STAGES: list[Stage] = []
 
 
 def stage(name: str) -> Callable[[StageFn], StageFn]:
-    """Register a stage; stages run in registration order."""
 
     def register(fn: StageFn) -> StageFn:
         STAGES.append((name, fn))
@@ -92,11 +87,7 @@ def drop_requests(sh: Shrinker) -> None:
 
 @stage("fold-concurrent-prefill")
 def fold_concurrent_prefill(sh: Shrinker) -> None:
-    """Drop a request that shares the first step, taking its prompt off that step's budget instead.
-
-    The upstream single-request form of a concurrent-prefill bug: what the dropped prefill
-    consumed of the shared budget becomes a hand-picked first-step budget.
-    """
+    """Drop a request sharing the first step, its prompt taken off that step's budget (a concurrent-prefill bug)."""
     for r in sh.current.requests:
         s = sh.current
         e = s.engine
@@ -110,7 +101,6 @@ def fold_concurrent_prefill(sh: Shrinker) -> None:
 
 
 def _clear_each(sh: Shrinker, name: str) -> None:
-    """Try setting request field ``name`` to None on every request that has it set."""
     for i in range(len(sh.current.requests)):
         if getattr(sh.current.requests[i], name) is not None:
             sh.consider(_with_request(sh.current, i, **{name: None}))
@@ -170,10 +160,7 @@ def shorten_lengths(sh: Shrinker) -> None:
 
 @stage("rescale-block")
 def rescale_block(sh: Shrinker) -> None:
-    """A smaller Mamba block B' with every token count rescaled so each keeps its block index and residue.
-
-    Budgets are tried both rescaled and as they are (a budget below B' still fragments a block).
-    """
+    """A smaller Mamba block, each token count keeping its block index and residue; budgets rescaled or kept."""
     e = sh.current.engine
     old = e.mamba_block_size
     options = {e.block_size * m for m in (1, 2, 4, 8, 16, 32, 64)} | {old // d // e.block_size * e.block_size
@@ -185,8 +172,7 @@ def rescale_block(sh: Shrinker) -> None:
 
 
 def _rescaled(s: Scenario, new: int, scale_budgets: bool) -> Scenario:
-    """``s`` at Mamba block ``new``: every token count scaled (``_scale``), each knob as its row's
-    ``rescale`` says (budgets scaled or kept, token counts scaled, caps held at most ``new``)."""
+    """``s`` at Mamba block ``new``: token counts ``_scale``d, each knob as its row's ``rescale`` says."""
     old = s.engine.mamba_block_size
 
     def scale(n: int) -> int:
@@ -247,9 +233,8 @@ def simplify_accept(sh: Shrinker) -> None:
 
 @stage("simplify-engine")
 def simplify_engine(sh: Shrinker) -> None:
-    """Each engine knob, in table order, as its row's ``Shrink`` says: back to its simplest setting (or the
-    row's fallback when that does not reproduce), a list knob emptied or else cut entry by entry; then
-    KV-connector tokens off and token seed 0."""
+    """Each engine knob as its row's ``Shrink`` says (simplest setting, else the fallback; a list emptied or cut),
+    then KV-connector tokens off and token seed 0."""
     for name, row in KNOBS.items():
         if row.shrink.fixed:
             continue
@@ -286,8 +271,8 @@ def _shrink_list(sh: Shrinker, name: str) -> None:
 
 @stage("shrink-numbers")
 def shrink_numbers(sh: Shrinker) -> None:
-    """Every remaining free number toward small canonical values (the row's low end, block multiples and
-    +-1): the knobs whose rows say ``minimize`` (a list knob entry by entry), then KV-connector tokens."""
+    """Free numbers toward canonical values (a row's low end, block multiples, +-1): the knobs whose rows say
+    ``minimize``, then KV-connector tokens."""
     block = sh.current.engine.mamba_block_size
     for name, row in KNOBS.items():
         if row.shrink.minimize is None:

@@ -1,22 +1,9 @@
 """What one ``gdnfuzz ci`` run found, as the data its reports render (JUnit, SARIF, the markdown summary).
 
-Invariant: a signature is *new* (fails the run) only if it is not in the baseline and the reference
-is right there (``both-side-*``, ``reference-side-*``: the base build has the bug, as ClusterFuzzLite's
-code-change mode skips crashes that reproduce on the base); every other finding is *known*, with the
-reason (:meth:`CiReport.known_because`). When a baseline source could not be read
-(``baseline_error``), a signature outside the baseline that was read is *unchecked*, not new: it may be
-in the part that is missing, so the run is an infrastructure error, not a failure. A run stopped by
-something outside the input and the code under test (``error``: git, a side that cannot be loaded)
-judged nothing; its reports say why and nothing else.
-
-In the code-change form (``base`` set) the reference *is* the base, so "the reference is wrong there
-too" reads "it reproduces on the base" (``fuzz.triage.code_change``).
-
-A run is *incomplete* when something it was asked to judge was not judged: corpus files left when the
-overall time bound was reached (each a case with its ``problem``), or a fuzzing step that ran no input.
-An incomplete run never passes: its reports say what was not judged, and without a new signature it
-exits as an infrastructure error.
-"""
+Invariants: a signature is *new* (fails the run) only if outside the baseline with the reference right there; others
+are *known*, with the reason (a ``both-side-*``/``reference-side-*`` one: the reference, or base, has the bug); with a
+``baseline_error`` one outside the baseline read is *unchecked*. A run stopped by ``error`` judged nothing; an
+*incomplete* run (time bound reached, a fuzzing step without input) never passes."""
 
 from __future__ import annotations
 

@@ -1,26 +1,8 @@
-"""The campaign dashboard: one self-contained static HTML page, plots drawn here as inline SVG.
+"""The campaign dashboard: one self-contained static HTML page (no script, stylesheet, font or request), SVG plots.
 
-The page needs nothing but a browser: no script, no stylesheet or font from a
-CDN, no request of any kind. It shows coverage, findings and exec/s over time
-(from the stats file of :mod:`fuzz.store.stats`) and one row per crash signature
-(from ``crashes/*/verdict.json``) with its confirmed state and links, relative
-to the page, to its ``report.md`` and, once filed, its GitHub issue.
-
-Invariants kept here:
-- Every string from a file reaches the page through ``html.escape``.
-- A plot draws at most ``MAX_POINTS`` points a series (the last row of each
-  time bucket), so a campaign that ran for days still gives a small page.
-- A crash directory with a bad ``verdict.json`` still gets a row, showing the
-  one-line error, rather than stopping the page.
-- The page never shows a rate as current when it is not: once the campaign row says
-  ended (or the stats stopped coming) it shows how long the campaign ran, when it
-  stopped (a UTC time: the page is static) and its average exec/s; an actor's state
-  and restarts, and the nodes and CPUs the cluster lost, are shown as the driver
-  wrote them.
-- A finding the reference shares (outcome ``known``) is marked as such; the total
-  is drawn dashed over the per-actor lines, so none hides another; the page names
-  the vLLM and gdnfuzz versions each run of the campaign recorded.
-"""
+Invariants: every string from a file goes through ``html.escape``; a plot draws at most ``MAX_POINTS`` points a
+series; a crash directory with a bad ``verdict.json`` still gets a row showing the error; a rate is never shown as
+current once the campaign ended or went silent; a ``known`` finding is marked, and the total is drawn dashed."""
 
 from __future__ import annotations
 
@@ -106,9 +88,7 @@ def _number(value: float) -> str:
 
 
 def line_chart(title: str, series: Series, x_label: Callable[[float], str] = format_age) -> str:
-    """An inline SVG line chart; x is seconds since the campaign's first row unless ``x_label`` says otherwise.
-    Every series gets its own colour and legend entry; the total is drawn last and dashed, so a line it equals
-    (the coverage of a campaign's one fuzzer, or of its leading one) still shows between its dashes."""
+    """An inline SVG line chart (x: seconds since the first row unless ``x_label``); the total drawn last, dashed."""
     esc = html.escape
     parts = [
         f'<svg class="plot" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
@@ -318,8 +298,7 @@ def _profile_section(profiles: dict[str, StatsRow]) -> list[str]:
 
 
 def run_facts(rows: Sequence[StatsRow], latest: dict[str, StatsRow], now: float) -> list[tuple[str, str]]:
-    """How long the campaign ran and how fast: "running for" and the current exec/s only while its driver
-    is reporting; once it ended (or went silent) how long it ran, when it stopped and its average exec/s."""
+    """Run time and speed: the current exec/s only while the driver reports, else how long, until when, on average."""
     actors = actor_rows(latest)
     total = campaign_totals(actors.values())
     span = (max(r.time for r in rows) - min(r.time for r in rows)) if rows else 0.0
@@ -339,8 +318,7 @@ def _utc(seconds: float) -> str:
 
 
 def versions_line(versions: Sequence[dict[str, str]]) -> str:
-    """What the campaign ran against (``campaign.json``'s ``versions``, one per run): vLLM first, then gdnfuzz
-    and the rest; each run is named only where the runs differ, and a run that recorded nothing says so."""
+    """The campaign's ``versions``, vLLM first; runs named only where they differ; an empty record says so."""
     if not any(versions):
         return "vLLM version: not recorded (the campaign's crashes/campaign.json names none)"
     named = [f"vLLM {found.get('vllm', 'not recorded')}"
@@ -361,8 +339,7 @@ def cluster_facts(latest: dict[str, StatsRow]) -> list[tuple[str, str]]:
 
 
 def compare_section(compare: dict[str, Any]) -> list[str]:
-    """The A/B cost plots of a ``gdnfuzz compare --json`` file: per scenario, each side's cache-hit
-    tokens and forward passes, scenarios sorted by the reference's value."""
+    """The A/B cost plots of a ``gdnfuzz compare --json`` report per scenario, sorted by the reference's value."""
     parts = [f"<h2>A/B cost: {html.escape(compare['candidate'])} against {html.escape(compare['reference'])}</h2>"]
     for tier, summary in compare["tiers"].items():
         costs = summary["per_scenario_costs"]
@@ -381,9 +358,7 @@ def compare_section(compare: dict[str, Any]) -> list[str]:
 
 def render_dashboard(rows: Sequence[StatsRow], crashes: list[CrashRow], page_dir: Path, now: float,
                      compare: dict[str, Any] | None = None, versions: Sequence[dict[str, str]] = ()) -> str:
-    """The whole page as one string; links are relative to ``page_dir``, ages to ``now``; ``compare``
-    (a ``gdnfuzz compare --json`` report) adds the A/B cost plots; ``versions`` (one per run of the campaign)
-    name what it ran against."""
+    """The whole page as one string; links relative to ``page_dir``, ages to ``now``; ``compare`` adds A/B plots."""
     latest = latest_by_actor(rows)
     total = campaign_totals(actor_rows(latest).values())
     confirmed = sum(1 for c in crashes if c.verdict and c.verdict.get("confirmed") == "confirmed")
@@ -430,8 +405,7 @@ def render_dashboard(rows: Sequence[StatsRow], crashes: list[CrashRow], page_dir
 
 def write_dashboard(stats_path: str | Path | None, crashes_dir: str | Path, out: str | Path,
                     compare_path: str | Path | None = None, versions: Sequence[dict[str, str]] = ()) -> Path:
-    """Render the page from the stats file (None: no plots yet), the crash store, the versions each run of the
-    campaign ran against and, when given, a ``gdnfuzz compare --json`` report; write it atomically."""
+    """Render the page (``stats_path`` None: no plots yet) and write it to ``out`` atomically."""
     rows = read_stats(stats_path) if stats_path is not None else []
     compare = read_compare(compare_path) if compare_path is not None else None
     out = Path(out)

@@ -1,17 +1,8 @@
-"""What an exported regression test checks, and what it does here and now.
+"""What an exported regression test checks (the installed vLLM's split, or the candidate's) and what it does now.
 
-An exported test replays one split on vLLM's real scheduler: the installed vLLM's own
-(``Scheduler._mamba_block_aligned_split`` as installed: what vLLM's CI runs, the default) or, when asked,
-the finding's candidate. It fails exactly where that split shows the finding's class of finding on the
-scenario (a poisoned slot, a wrong output, a request that never finishes, an exception, or a cost above
-what vLLM's split paid). Which split shows it is known from the finding's sides when the split is one of
-them: the candidate has every finding but a ``reference-side-`` one, the reference only a ``both-side-`` or
-``reference-side-`` one. For any other split it is known only from a replay (``installed_fails``).
-
-Invariant: every message that says what a test checks or what to expect (``export-test``'s line, the
-test's docstring, ``report.md``, the issue text) is one of this module's sentences, so they never
-disagree.
-"""
+A test fails exactly where its split shows the finding's class: the candidate shows all but ``reference-side-`` ones,
+the reference ``both-side-``/``reference-side-`` ones; for another split a replay says (``installed_fails``). Invariant:
+every sentence saying what a test checks or expects (test docstring, ``report.md``, issue) comes from here."""
 
 from __future__ import annotations
 
@@ -24,8 +15,7 @@ CHECKS = ("installed", "candidate")  # export-test --checks
 
 
 def split_shows(signature: str, candidate: str, reference: str, split: str) -> bool | None:
-    """Whether ``split`` shows the finding named ``signature`` (found with ``candidate`` against
-    ``reference``); None where ``split`` is neither side."""
+    """Whether ``split`` shows finding ``signature`` (``candidate`` vs ``reference``); None where it is neither side."""
     if split == candidate:
         return not signature.startswith("reference-side-")
     if split == reference:
@@ -35,9 +25,7 @@ def split_shows(signature: str, candidate: str, reference: str, split: str) -> b
 
 @dataclass(frozen=True)
 class Expectation:
-    """What a test checks (``split``: a policy spec, ``vllm`` for the installed split) and whether it fails
-    on the installed vLLM ``release`` (None: not known), for the finding ``signature`` found with
-    ``candidate`` against ``reference``."""
+    """What a test checks (``split``: a spec; ``vllm``: installed) and if vLLM ``release`` fails it (None: unknown)."""
 
     signature: str
     candidate: str
@@ -82,9 +70,7 @@ class Expectation:
 
 def expectation(signature: str, candidate: str, reference: str, checks: str, release: str,
                 installed_fails: bool | None = None) -> Expectation:
-    """The expectation of a test of the finding ``signature`` that ``checks`` the installed split or the
-    candidate's; ``installed_fails`` says what a replay showed for the installed split where it is
-    neither side."""
+    """A test of ``signature`` that ``checks`` a split; ``installed_fails``: what a replay showed, where needed."""
     split = candidate if checks == "candidate" else INSTALLED
     fails = split_shows(signature, candidate, reference, split)
     return Expectation(signature, candidate, reference, split, release,

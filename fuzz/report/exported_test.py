@@ -1,19 +1,8 @@
-"""``gdnfuzz export-test``: findings as pytest files that need only vLLM and pytest, in vLLM's test style.
+"""``gdnfuzz export-test``: findings as pytest files needing only vLLM and pytest, in vLLM's test style.
 
-Two shapes, one harness (``mamba_align_replay.py``: vLLM's real Scheduler and KV-cache manager driven
-through a case, the model runner mirrored over exact states, the asserts):
-
-- a suite (``--suite``): the harness as a module of its own and one test module parametrized over the
-  cases, each case plain data with an id naming it; a case the installed vLLM's own split fails is
-  ``xfail(strict=True)`` naming its upstream report. Both files go under vLLM's ``tests/v1/core/`` as they
-  are (vLLM's line length, import order and formatting);
-- one finding as one self-contained file: the harness, the case, and its test.
-
-Invariant: a case is written whole (the knobs as the vLLM arguments the knob table maps them to, the
-requests, the pool and step limit the sim tier used, and for a cost finding what vLLM's reference split
-paid), so a test replays exactly the run the finding was judged on; every sentence saying what a test
-checks and expects comes from ``fuzz.report.expectation``.
-"""
+Around one harness (``mamba_align_replay.py``): a suite (the harness and a test module over plain-data cases,
+``xfail(strict=True)`` where vLLM's split fails) or one self-contained file. Invariant: a case is written whole, so a
+test replays exactly the judged run; what it expects comes from ``fuzz.report.expectation``."""
 
 from __future__ import annotations
 
@@ -52,8 +41,7 @@ SPDX = ("# SPDX-License-Identifier: Apache-2.0\n"
 
 @dataclass(frozen=True)
 class ExportedCase:
-    """One finding as a case: its id, its data, what its test expects, and the upstream report of a bug of
-    vLLM's own (the scenario file's ``upstream`` note)."""
+    """One finding as a case: id, data, expectation, and the upstream report of a bug of vLLM's own."""
 
     name: str
     finding: Finding
@@ -83,8 +71,7 @@ def _request_defaults() -> dict[str, Any]:
 
 
 def case_data(f: Finding, configuration: dict[str, Any]) -> dict[str, Any]:
-    """Everything the harness replays for ``f``, as plain data; a request's fields at the harness's
-    defaults are left out."""
+    """Everything the harness replays for ``f`` as plain data; request fields at the harness's defaults left out."""
     s, knobs = f.minimized, f.minimized.engine
     defaults = _request_defaults()
     requests = [{k: v for k, v in r.items() if k not in defaults or v != defaults[k]}
@@ -105,8 +92,7 @@ def case_data(f: Finding, configuration: dict[str, Any]) -> dict[str, Any]:
 
 
 def harness_text(configuration: dict[str, Any]) -> str:
-    """The harness module with the model the sim tier builds (its ``config.json``, Mamba state shapes and
-    context) written in."""
+    """The harness module with the sim tier's model (``config.json``, Mamba state shapes, context) written in."""
     text = HARNESS.read_text()
     before, rest = text.split(MODEL_BEGIN, 1)
     _, after = rest.split(MODEL_END, 1)
@@ -139,8 +125,7 @@ def _serve_lines(f: Finding) -> list[str]:
 
 
 def docstring(f: Finding, expect: Expectation) -> str:
-    """The single-file test's docstring: the finding, what the test checks and expects here, the
-    configuration as vLLM is started for it, the root cause and the code involved."""
+    """The single-file test's docstring: the finding, check and expectation, ``vllm serve`` line, root cause, code."""
     found = (f"Found on the split `{f.candidate}` itself." if f.candidate == f.reference
              else f"Found with the split `{f.candidate}` against `{f.reference}`.")
     cause = cause_words(f)
@@ -164,11 +149,8 @@ def _test_function(name: str, case: str) -> str:
 
 
 def candidate_loader(spec: str) -> tuple[str, str]:
-    """Source that gives the candidate ``spec``'s split with vLLM and the standard library only, and the
-    expression that is that split: a built-in's own source, a ``file.py:attr`` loaded from its absolute
-    path, a ``module:attr`` imported (both loaded before vLLM's split is replaced, as a split built from
-    the installed one reads it when loaded). A checkout has no such form (install it and export with
-    ``--checks installed``)."""
+    """Source giving candidate ``spec``'s split with vLLM and the stdlib only, and the expression that is it
+    (a built-in's source, ``file.py:attr``, ``module:attr``; loaded before vLLM's split is swapped); checkouts raise."""
     if spec in BUILTINS:
         source = textwrap.dedent(inspect.getsource(BUILTINS[spec][0]))
         return re.sub(r"^def \w+\(", "def candidate_split(", source, count=1), "candidate_split"
@@ -188,8 +170,7 @@ def candidate_loader(spec: str) -> tuple[str, str]:
 
 
 def _installed_split(spec: str) -> str:
-    """The fixture that puts the candidate's split on every Scheduler the file's test builds (on the
-    instance, as gdnfuzz's sim does: a split that calls vLLM's own through the class still finds it)."""
+    """The fixture setting the candidate's split on each Scheduler instance the test builds (as the sim does)."""
     source, split = candidate_loader(spec)
     return (f"{source}\n\n@pytest.fixture(autouse=True)\n"
             "def split_under_test(monkeypatch: pytest.MonkeyPatch) -> None:\n"
@@ -202,8 +183,7 @@ def _installed_split(spec: str) -> str:
 
 
 def render_test(case: ExportedCase, configuration: dict[str, Any]) -> str:
-    """One finding as one pytest file: the harness, the case, its test (and, where it checks the
-    candidate's split, the fixture that installs it)."""
+    """One finding as one pytest file: the harness, the case, its test (and a fixture installing a candidate split)."""
     harness = harness_text(configuration)
     body = harness[harness.index('"""', harness.index('"""') + 3) + 4:]  # the harness's docstring is replaced
     own = ast.get_docstring(ast.parse(harness)) or ""
@@ -237,8 +217,7 @@ def _param(case: ExportedCase) -> list[str]:
 
 
 def render_suite(cases: list[ExportedCase], configuration: dict[str, Any], command: str) -> dict[str, str]:
-    """The suite: ``{file name: text}`` of the harness module and the test module parametrized over
-    ``cases`` (written by ``command``)."""
+    """The suite as ``{file name: text}``: the harness module and the test module over ``cases``, by ``command``."""
     bugs = sum(c.expectation.vllm_bug for c in cases)
     doc = _paragraphs(
         'Mamba "align" prefix caching, replayed on request mixes that gdnfuzz found by fuzzing vLLM\'s '
@@ -262,8 +241,7 @@ def render_suite(cases: list[ExportedCase], configuration: dict[str, Any], comma
 
 
 def _installed_fails(f: Finding) -> bool:
-    """Whether the installed vLLM's split shows a finding of ``f``'s class on its scenario, against the
-    same reference (a replay: for a finding neither side of which is the installed split)."""
+    """Whether the installed vLLM's split shows a finding of ``f``'s class on its scenario (a replay)."""
     replayed = replay(f.minimized, resolve_policy(INSTALLED), resolve_policy(f.reference), SCHEDULER_TIER)
     sig = finding_signature(replayed.verdict, f.minimized, replayed.candidate, f.fail_on)
     return sig != "clean" and not sig.startswith("reference-side-")

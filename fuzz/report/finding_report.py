@@ -1,13 +1,7 @@
-"""``report.md``: the human-readable report of one finding (what diverged, the evidence its class
-shows, the exception's stack, the root cause and the line of vLLM that decides it, how to reproduce it
-and what its test expects, how to verify a fix, how the minimization went), and the one call that stores
-a finding with it.
+"""``report.md``: one finding's human-readable report, and the one call that stores a finding with it.
 
-Invariant: the report is a function of the :class:`~fuzz.oracle.finding.Finding`, the bundle path and the
-installed vLLM (its version and code locations); the evidence section is the one the verdict's naming
-class renders (``report_section``); what the bundle's test checks and expects is
-``fuzz.report.expectation``'s sentence, the same the test's docstring says.
-"""
+Invariant: the report is a function of the Finding, the bundle path and the installed vLLM; its evidence is the naming
+class's ``report_section``, and what the test checks and expects is ``fuzz.report.expectation``'s sentence."""
 
 from __future__ import annotations
 
@@ -71,8 +65,7 @@ budget {e.max_num_batched_tokens} (per step {list(e.step_budgets) or '-'}), spec
 
 
 def sentence(text: str) -> str:
-    """``text`` as the start of a sentence: its first letter upper-case, but a name that starts lower-case
-    (vLLM) kept as it is spelt."""
+    """``text`` with its first letter upper-cased, unless it starts with ``vLLM``."""
     return text if text.startswith("vLLM") else text[0].upper() + text[1:]
 
 
@@ -87,8 +80,7 @@ def stacks(f: Finding) -> str:
 
 
 def verify_steps(f: Finding, bundle: Path, expect: Expectation) -> str:
-    """How to show a fix works: for vLLM's own bug, the bundle's test on a vLLM with the fix; for the
-    candidate's, the fixed split replayed and its test; either way ``verify-fixed`` records it."""
+    """How to show a fix works (vLLM's bug: its test on a fixed vLLM; the candidate's: replayed); ``verify-fixed``."""
     scenario = bundle / "scenario.json"
     if expect.vllm_bug or (reference_is_wrong(f.signature) and INSTALLED in (f.candidate, f.reference)):
         return "\n".join([
@@ -111,8 +103,7 @@ def verify_steps(f: Finding, bundle: Path, expect: Expectation) -> str:
 
 
 def minimization(f: Finding) -> str:
-    """The sizes before and after, the stages, and how the minimization ended (cut short, and why, or not
-    run at all)."""
+    """Sizes before and after, the stages, and how minimization ended (cut short and why, or not run)."""
     before, after = scenario_summary(f.original), scenario_summary(f.minimized)
     sizes = (f"Original: {plural(before['requests'], 'request')}, {before['prompt_tokens']} prompt tokens; "
              f"minimized: {plural(after['requests'], 'request')}, {after['prompt_tokens']} prompt tokens, "
@@ -136,10 +127,7 @@ def vllm_section(f: Finding) -> str:
 
 
 def store_finding(f: Finding, crashes: Path, regressions: Path | None, replay: bool = False) -> Path:
-    """Store ``f`` as its bundle with its report and its exported regression test
-    (``fuzz.store.bundle.save_finding``), or count one more occurrence of its signature; returns the
-    bundle directory. The test replays the scenario on the scheduler the sim tier builds and checks the
-    installed vLLM's split."""
+    """Store ``f`` as a bundle with report and exported test, or count one more occurrence; returns the bundle dir."""
 
     def documents(bundle: Path) -> dict[str, str]:
         case = exported_case(f, {}, f.signature, "installed")

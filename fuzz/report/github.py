@@ -1,22 +1,8 @@
 """Filing a crash bundle's issue on GitHub, and bringing it in line with a verification.
 
-Invariants kept here:
-- Filing is idempotent per signature: :func:`file_issue` first looks for an
-  open issue whose title names the signature (issues labelled ``gdnfuzz``,
-  then the search API) and comments there; it opens an issue only when none is
-  found. Every request goes through ``fuzz.report.github_client`` (bounded
-  waits; a write whose answer was lost is looked up by its marker, never sent
-  twice).
-- The token is read from ``GITHUB_TOKEN`` and handed to the client library
-  only (``github_client.check_api_url``). It is never printed, written or put in
-  a message: every error text, and whatever the server sends back that is
-  printed or saved (the issue URL), is redacted first.
-- Bringing an issue in line with a verification (:func:`sync_issue`) closes an open issue only for
-  ``fixed`` and reopens a closed one only for ``reproduces``, each with one comment; an issue a person
-  closed as not planned, or labelled as one gdnfuzz must leave alone (:data:`LEFT_ALONE_LABELS`:
-  ``wontfix``, ``invalid``, ``duplicate``, ...), is never reopened: it is ``left closed``, with the reason.
-  The caller records the action per candidate, so each happens at most once per revision checked.
-"""
+Invariants: filing is idempotent per signature (an open issue naming it gets a comment, a new one opens only when none
+is found); every request goes through ``fuzz.report.github_client``; the ``GITHUB_TOKEN`` is never printed, written or
+put in a message; :func:`sync_issue` never reopens an issue a person closed for good (:data:`LEFT_ALONE_LABELS`)."""
 
 from __future__ import annotations
 
@@ -68,19 +54,14 @@ def _check_repo(repo: str) -> None:
 
 
 def check_tracker(repo: str, api_url: str | None = None) -> None:
-    """Everything about a tracker that can be wrong before a request is sent (``--repo``, the token, the API
-    URL, the wait limits): a FilingError with ``bad_input`` (exit 2), so a run stops before its first bundle."""
+    """Check ``--repo``, the token, API URL and wait limits before any request: FilingError ``bad_input`` (exit 2)."""
     _check_repo(repo)
     with session(api_url):
         pass
 
 
 def file_issue(bundle_dir: str | Path, repo: str, dry_run: bool, api_url: str | None = None) -> FileIssueResult:
-    """Render the bundle's issue and, unless ``dry_run``, open it or comment on the open one.
-
-    A dry run writes ``issue.md`` into the bundle and sends no request. A real
-    run records what it did in ``issue.json`` (repo, number, url, action).
-    """
+    """Open the bundle's issue or comment on the open one, recorded in ``issue.json``; dry run: ``issue.md`` only."""
     bundle = load_bundle(bundle_dir)
     _check_repo(repo)
     title, body = issue_title(bundle), issue_body(bundle)
@@ -138,12 +119,7 @@ def _set_state(tracker: Session, gh_repo: Any, issue: Any, state: str, reason: s
 
 
 def _find_open_issue(client: Any, gh_repo: Any, repo: str, signature: str) -> Any:
-    """The open issue whose title names ``signature``: labelled ones first, then a title search.
-
-    The label listing is consistent at once (a second filing right after the
-    first finds it); the search also finds issues whose label was dropped
-    (GitHub drops labels set by users without push access).
-    """
+    """The open issue whose title names ``signature``: labelled ones first (consistent at once), then a search."""
     for issue in gh_repo.get_issues(state="open", labels=[LABEL]):
         # The listing holds pull requests too; ``html_url`` tells them apart without another request.
         if "/pull/" not in issue.html_url and title_names(issue.title, signature):
@@ -158,11 +134,8 @@ def _find_open_issue(client: Any, gh_repo: Any, repo: str, signature: str) -> An
 
 
 def sync_issue(bundle_dir: str | Path, repo: str, record: dict[str, Any], api_url: str | None = None) -> dict[str, Any]:
-    """Bring the finding's issue in line with a verification ``record`` (``fuzz.triage.verify``):
-    ``fixed`` closes an open issue, ``reproduces`` reopens a closed one unless a person closed it for good
-    (:func:`closed_for_good`), each with a comment naming what was checked; anything else changes nothing.
-    Returns ``{repo, number, action}`` with action ``closed``, ``reopened``, ``left closed`` (and the
-    ``reason``), ``none`` or ``no issue``."""
+    """Bring the issue in line with ``record``: ``fixed`` closes it, ``reproduces`` reopens it unless closed for good.
+    Returns ``{repo, number, action}``: ``closed``, ``reopened``, ``left closed`` (+ reason), ``none``, ``no issue``."""
     bundle = load_bundle(bundle_dir)
     _check_repo(repo)
     with session(api_url) as tracker:
@@ -195,8 +168,7 @@ def _sync(tracker: Session, bundle: CrashBundle, repo: str, record: dict[str, An
 
 
 def closed_for_good(issue: Any) -> str | None:
-    """Why a person's close of ``issue`` stands (closed as not planned, or a label of
-    :data:`LEFT_ALONE_LABELS`, any case, ``-``/``_`` as spaces), or None."""
+    """Why a person's close stands (not planned, or a :data:`LEFT_ALONE_LABELS` label), or None."""
     if getattr(issue, "state_reason", None) == "not_planned":
         return "closed as not planned"
     for label in issue.labels:

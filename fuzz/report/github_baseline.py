@@ -1,11 +1,7 @@
-"""The signatures named by the open ``gdnfuzz`` issues of a GitHub repository (``gdnfuzz ci --baseline-issues``).
+"""The signatures named by a repository's open ``gdnfuzz`` issues (``gdnfuzz ci --baseline-issues``).
 
-Reads the issues labelled ``gdnfuzz`` (state open; pull requests skipped) through the same session as
-``gdnfuzz file-issue`` (``fuzz.report.github_client``: ``GITHUB_API_URL``, ``GITHUB_TOKEN``, optional for
-a public repository; bounded waits). A signature is the title's ``gdnfuzz <signature>:`` head, as
-``fuzz.report.issue.issue_title`` writes it. Any API failure, or an answer that is not the API's, is a
-``FilingError`` (exit 5, infrastructure) whose message never holds the token.
-"""
+A signature is the title's ``gdnfuzz <signature>:`` head (``fuzz.report.issue.issue_title``); pull requests are
+skipped. Any API failure or non-API answer is a ``FilingError`` (exit 5) whose message never holds the token."""
 
 from __future__ import annotations
 

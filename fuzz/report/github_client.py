@@ -1,24 +1,8 @@
-"""One session on the GitHub API that is safe to retry and never waits without bound.
+"""One session on the GitHub API that is safe to retry and never waits without bound (PyGithub's retries off).
 
-Measured on PyGithub 2.10 (``tests/github_server.py``): its default ``GithubRetry`` re-sends a POST
-answered 5xx (up to 10 times: a 500 after GitHub created the issue gave two issues), and sleeps what a
-403's ``Retry-After`` or ``X-RateLimit-Reset`` says, uncapped, up to 10 times; a read timed out is
-retried as often, 30 s each. So here PyGithub's own retries are off (``retry=None``: one HTTP request
-per call) and this module decides.
-
-Invariants:
-- every request has a timeout (:attr:`Patience.request_timeout`);
-- a read (:meth:`Session.read`) is tried again after a transient failure (a 5xx, a timeout or a dropped
-  connection, a 403/429 rate limit) once the wait the server asks for has passed (``Retry-After``, the
-  rate limit's ``X-RateLimit-Reset``; else a short backoff), as long as one call's waits stay within
-  :attr:`Patience.max_wait`; a longer wait, or any other failure, is a :class:`FilingError` at once
-  naming the call, the answer and the wait;
-- a write (:meth:`Session.write`: a POST, a PATCH) is never sent again blind: after a failure it first
-  reads what the write would have made (``existing``); it is sent again only when that finds nothing.
-  Each write carries a marker of its own (:func:`write_marker`), so that lookup finds exactly it;
-- the token goes to the client library only, for an ``https://`` API URL or a plain ``http://`` one on
-  loopback (:func:`check_api_url`); every error message passes through :func:`redact`.
-"""
+Invariants: every request has a timeout; a read is retried after a transient failure only while the call's waits stay
+within :attr:`Patience.max_wait`, else a :class:`FilingError`; a write is never re-sent blind (what it made is looked up
+by its :func:`write_marker` first); the token goes only where :func:`check_api_url` allows; messages are redacted."""
 
 from __future__ import annotations
 
@@ -55,9 +39,7 @@ class FilingError(ToolError):
 
 @dataclass(frozen=True)
 class Patience:
-    """How long one call may take: no wait (a ``Retry-After``, a backoff) starts that would end more than
-    ``max_wait`` seconds after the call began, and each request takes at most ``request_timeout`` seconds,
-    so a call ends within ``max_wait + request_timeout`` seconds whatever the server does."""
+    """How long a call may take: waits end within ``max_wait`` of its start, each request within ``request_timeout``."""
 
     max_wait: float = 60.0
     request_timeout: int = 20
@@ -86,8 +68,7 @@ def redact(text: str, token: str | None) -> str:
 
 
 def check_api_url(url: str) -> str:
-    """``url`` if the token may be sent there: ``https://``, or plain ``http://`` to this machine only
-    (127.0.0.0/8, ::1, localhost), where nothing crosses a network; else a FilingError (exit 2)."""
+    """``url`` if the token may go there (``https://``, or ``http://`` to loopback only), else FilingError (exit 2)."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - a malformed port raises here, not later in the client
@@ -113,7 +94,6 @@ def _is_loopback(host: str | None) -> bool:
 
 
 def _redact_userinfo(url: str) -> str:
-    """``url`` without any ``user:password@`` part, for messages."""
     parts = urlsplit(url)
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl() if "@" in parts.netloc else url
 
@@ -137,8 +117,7 @@ def describe(exc: BaseException) -> str:
 
 
 def server_wait(exc: BaseException, attempt: int) -> tuple[float, str] | None:
-    """``(seconds, why)`` to wait before trying again after ``exc``, the ``attempt``-th failure of a call;
-    None when trying again cannot help (a 4xx that is no rate limit, an answer that is not the API's)."""
+    """``(seconds, why)`` to wait after ``exc``, the ``attempt``-th failure; None when trying again cannot help."""
     import requests
     from github import GithubException, RateLimitExceededException
 
@@ -175,8 +154,7 @@ class Session:
         return self._retrying(what, call, time.monotonic() + self.patience.max_wait)
 
     def write(self, what: str, send: Callable[[], T], existing: Callable[[], T | None]) -> T:
-        """``send()`` once; after a failure that may have left it done, ``existing()`` (read) says what is
-        there, and only when that is None is ``send()`` tried again, all within the limit."""
+        """``send()`` once; after a failure, again only when ``existing()`` finds nothing, all within the limit."""
         deadline = time.monotonic() + self.patience.max_wait
         attempt = 0
         while True:
@@ -216,8 +194,7 @@ class Session:
 
 @contextmanager
 def session(api_url: str | None, token_required: bool = True) -> Iterator[Session]:
-    """A :class:`Session` on ``api_url`` (default ``$GITHUB_API_URL``, else api.github.com) with ``$GITHUB_TOKEN``;
-    whatever fails inside comes out as a FilingError without the token."""
+    """A :class:`Session` on ``api_url`` (default ``$GITHUB_API_URL``) with ``$GITHUB_TOKEN``; failures: FilingError."""
     from github import Auth, Github
 
     token = os.environ.get(TOKEN_ENV) or None

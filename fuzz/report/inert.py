@@ -1,18 +1,7 @@
-"""Text from a bundle made inert for GitHub's markdown: what a finding says reaches an issue as words and
-code, never as HTML, a hidden comment or a notification.
+"""Text from a bundle made inert for GitHub's markdown: words and code, never HTML, a hidden comment or a mention.
 
-A bundle travels: it is attached to public issues, and its fields (a summary, a kind, a policy's name,
-a scenario's notes, a report, a test file) are whatever the file says. Invariants:
-- :func:`text`: no ``<`` or ``>`` (so no tag, no ``<!-- -->`` comment that could hide what follows or
-  fake gdnfuzz's own dedup marker), no ``&`` that would start an entity, no ``@`` that would mention
-  someone, no backtick that could open a code fence (and let a later fence of ours close it), one line,
-  at most :data:`MAX_FIELD` characters;
-- :func:`code` and :func:`block`: a code span or fence longer than any run of backticks in the content,
-  so nothing inside can close it (GitHub renders neither HTML nor mentions in code);
-- :func:`title_text`: a plain-text title (GitHub does not render titles) with no mention and no angle
-  brackets;
-- :func:`capped`: at most ``limit`` characters, the cut said in the text.
-"""
+Invariants: :func:`text` has no ``<``, ``>``, ``&``, ``@`` or backtick, is one line of at most :data:`MAX_FIELD`
+characters; :func:`code` and :func:`block` fence content with more backticks than any run inside it."""
 
 from __future__ import annotations
 
@@ -53,8 +42,7 @@ def block(content: str, language: str = "") -> str:
 
 
 def title_text(value: Any) -> str:
-    """``value`` as plain title text: one line, no mention (``@`` followed by a zero-width space), no angle
-    brackets (shown as single guillemets)."""
+    """``value`` as plain title text: one line, ``@`` followed by a zero-width space, angle brackets as guillemets."""
     flat = " ".join(str(value).split())
     return flat.replace("@", "@" + ZERO_WIDTH_SPACE).replace("<", "\u2039").replace(">", "\u203a")
 

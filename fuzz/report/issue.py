@@ -1,12 +1,7 @@
-"""The GitHub issue and comment rendered from a crash bundle (no network: see ``fuzz.report.github``).
+"""The GitHub issue and comments rendered from a crash bundle (no network: see ``fuzz.report.github``).
 
-Invariants: the title starts with the signature (so truncation keeps it, and a title search finds
-it); the body stays under GitHub's limit (:data:`MAX_BODY`), cutting the appended full report first and
-then whatever is left past the limit; everything a bundle says (its summary, kind, policies, notes,
-report, test file, scenario) reaches the title and bodies inert: text with no HTML (no tag, no comment
-that could hide text or fake gdnfuzz's own marker) and no ``@mention``, code in code spans and fences
-that its own backticks cannot close (``fuzz.report.inert``).
-"""
+Invariants: the title starts with the signature; the body stays under :data:`MAX_BODY`, cutting the appended report
+first; everything a bundle says reaches title and bodies inert (``fuzz.report.inert``)."""
 
 from __future__ import annotations
 
@@ -40,7 +35,7 @@ def replay_command(bundle: CrashBundle) -> str:
 
 
 def regression_snippet(bundle: CrashBundle) -> str:
-    """For a bundle written before ``export-test`` existed: a pytest test that runs ``gdnfuzz replay``."""
+    """For a bundle without an exported test: a pytest test that runs ``gdnfuzz replay``."""
     data = {**bundle.scenario.to_dict(), **bundle.annotations}
     scenario_text = json.dumps(data, sort_keys=True, separators=(",", ":")).replace("'", "\\u0027")
     argv = repr(_replay_argv(bundle, "<scenario>")).replace("'<scenario>'", "str(path)")
@@ -130,8 +125,7 @@ def _scenario_block(bundle: CrashBundle) -> str:
 
 
 def _fit(body: str, report: str) -> str:
-    """Append the full report (as a markdown code block) in a collapsed block, cut to stay under GitHub's
-    body limit; a body that is over it without the report is cut itself (``capped``)."""
+    """``body`` plus the full report in a collapsed code block, cut to GitHub's limit (else ``capped`` itself)."""
     room = MAX_BODY - len(body) - 200
     if room <= 0:
         return capped(body, MAX_BODY)
@@ -159,7 +153,7 @@ def vllm_terms(bundle: CrashBundle) -> str:
 
 
 def _report_section(report: str, title: str) -> str | None:
-    """The text of ``report.md``'s section ``title`` (a report written before it had one: None)."""
+    """The text of ``report.md``'s section ``title``, or None where it has none."""
     match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", report, re.M | re.S)
     text = match.group(1).strip() if match else ""
     return text if text and not text.startswith("Not located") else None

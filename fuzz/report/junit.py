@@ -1,17 +1,7 @@
-"""``gdnfuzz ci``'s JUnit XML (the Apache Ant schema CI systems read; validated in tests against it).
+"""``gdnfuzz ci``'s JUnit XML (Apache Ant schema): suites ``gdnfuzz.replay``, ``gdnfuzz.fuzz``, ``gdnfuzz.setup``.
 
-Two suites: ``gdnfuzz.replay`` (one test case per corpus file, named by its path from the corpus root's
-own name, ``corpus/regressions/x.json``, wherever the corpus is installed) and ``gdnfuzz.fuzz`` (one
-per signature found while fuzzing, or one case named ``fuzzing`` when none was: passing when inputs
-ran, an error when the step ran none, skipped when it was not asked for; its figures are in the suite's
-``system-out``). Invariant: a case fails exactly when its signature is new (not in the baseline, and the
-reference right there); a known signature is a skipped case that names it and why, and a failure's text
-carries the verdict and the command that replays it. When a baseline source could not be read, such a
-signature is an error case instead (it may be known); a corpus file the overall time bound left unjudged
-is an error case too. A run stopped by infrastructure (``CiReport.error``) has one more suite,
-``gdnfuzz.setup``, whose one case is an error naming what failed. Names are the same from one run to
-the next: what changes (times, counts) is in attributes and text.
-"""
+Invariant: a case fails exactly when its signature is new; a known one is skipped, naming why; an unchecked signature,
+an unjudged corpus file, a fuzzing step without input or an infrastructure stop is an error; names are stable."""
 
 from __future__ import annotations
 

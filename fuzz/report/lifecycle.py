@@ -1,14 +1,7 @@
-"""A finding's later life in words: reproducibility, regression range, fixed-in, as table rows.
+"""A finding's later life (reproducibility, regression range, fixed-in) as table rows, and the one place recording it.
 
-One renderer for the issue (``fuzz.report.issue``) and the bundle's ``report.md`` section, read from
-``verdict.json``'s fields (validated by ``fuzz.store.bundle``); and the one place that records those
-facts in a bundle (:func:`record_verification`, :func:`record_issue_action`, :func:`record_range`).
-
-Invariants: :func:`with_lifecycle_section` keeps everything above :data:`MARKER` as it was and replaces
-everything from it, so rewriting the section any number of times leaves one copy of it; every record
-rewrites ``report.md`` before ``verdict.json``, each in one atomic write, the verdict validated before
-and after the change.
-"""
+Invariants: :func:`with_lifecycle_section` replaces everything from :data:`MARKER` on, so rewriting leaves one copy;
+each record rewrites ``report.md`` before ``verdict.json``, atomically, the verdict validated before and after."""
 
 from __future__ import annotations
 
@@ -36,10 +29,7 @@ def _revision(sha: str | None) -> str:
 
 
 def lifecycle_rows(verdict: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(label, markdown)`` rows for the fields present: nothing for a finding never verified nor bisected.
-    The markdown is inert (``fuzz.report.inert``): a revision's subject or a candidate's name comes from a
-    git history or a bundle, never trusted, so each such part is escaped or quoted here and the rows are
-    put in a table as they are."""
+    """``(label, markdown)`` rows for the fields present; each part from git or a bundle is made inert here."""
     rows: list[tuple[str, str]] = []
     repro = verdict.get("reproducibility")
     if repro:
@@ -80,8 +70,7 @@ def with_lifecycle_section(report: str, verdict: dict[str, Any]) -> str:
 
 
 def _update_life(bundle: Path, change: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
-    """``change(verdict)`` applied to the bundle's verdict (validated before and after), ``report.md``'s
-    lifecycle section rewritten from the result, then ``verdict.json`` in one atomic write."""
+    """Apply ``change`` to the bundle's verdict, rewrite ``report.md``'s section, then ``verdict.json`` atomically."""
     bundle = Path(bundle)
     data = load_verdict(bundle / "verdict.json")
     change(data)
@@ -94,8 +83,7 @@ def _update_life(bundle: Path, change: Callable[[dict[str, Any]], Any]) -> dict[
 
 def record_verification(bundle: Path, key: str, record: dict[str, Any],
                         fixed_in: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What verifying against candidate ``key`` found: ``verifications[key]``, ``reproducibility``, and
-    ``fixed_in`` (set when ``fixed_in`` is given; cleared when the finding reproduces again)."""
+    """Record ``verifications[key]``, ``reproducibility``, ``fixed_in`` (set when given, cleared on reproducing)."""
 
     def change(data: dict[str, Any]) -> None:
         data.setdefault("verifications", {})

@@ -1,11 +1,7 @@
-"""Plain data (dicts, lists, strings, numbers, booleans, None) as Python source, laid out the way ``ruff
-format`` lays it out, so a file written with it is already formatted.
+"""Plain data as Python source laid out as ``ruff format`` would, so a file written with it is already formatted.
 
-Invariant: a collection is written on one line where that line (with what precedes and follows it)
-fits in ``width`` columns, and otherwise one item a line with a trailing comma, its closing bracket on
-a line of its own; strings are written with double quotes. That is ruff's (and black's) layout for
-literals without trailing commas, so ``ruff format`` leaves the text as it is.
-"""
+Invariant: a collection is on one line where it fits in ``width``, else one item a line with a trailing comma and its
+closing bracket alone; strings use double quotes."""
 
 from __future__ import annotations
 
@@ -16,7 +12,6 @@ WIDTH = 88  # vLLM's line length
 
 
 def flat(value: Any) -> str:
-    """``value`` on one line."""
     if isinstance(value, dict):
         return "{" + ", ".join(f"{flat(k)}: {flat(v)}" for k, v in value.items()) + "}"
     if isinstance(value, tuple):
@@ -47,8 +42,7 @@ def layout(value: Any, indent: int = 0, head: str = "", tail: str = "", width: i
 
 
 def string(text: str, indent: int, head: str = "", tail: str = "", width: int = WIDTH) -> list[str]:
-    """A long string as implicitly concatenated pieces in parentheses, each piece within ``width``
-    (on one line where it fits)."""
+    """A long string as implicitly concatenated pieces in parentheses, each within ``width``."""
     pad = " " * indent
     one = f"{pad}{head}{json.dumps(text)}{tail}"
     if len(one) <= width:

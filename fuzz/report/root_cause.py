@@ -1,15 +1,7 @@
 """A finding's root cause in words, with the line of the installed vLLM that decides it.
 
-For a finding of the candidate's own: the split decision where it departs from the reference
-(``Verdict.root_cause``) and the line of vLLM's split that makes the stop it ran past or stopped short
-of. For one vLLM's own code shares (``both-side-``, ``reference-side-``): vLLM's defect, read off the
-reference run: the exception its code raises and where, or the chunk of vLLM's split that left a Mamba
-slot hashed as a state it does not hold, and the line of the split that let that chunk run.
-
-Invariant: every ``file:line`` is the installed vLLM's (``fuzz.report.vllm_terms``); a finding with
-nothing to say (no disagreement found, no fault, no poisoned slot) has no root cause line rather than a
-guess.
-"""
+The candidate's own finding: where its split departs from the reference; one vLLM shares: vLLM's defect, read off its
+run. Invariant: every ``file:line`` is the installed vLLM's; a finding with nothing to say gets no line, not a guess."""
 
 from __future__ import annotations
 
@@ -21,8 +13,7 @@ from fuzz.report.vllm_terms import estimate_line, split_line
 
 
 def _vllm_run(f: Finding) -> RunResult:
-    """The run of vLLM's own code in a finding it shares: the reference's (the candidate's when the
-    reference is not vLLM's split, and the candidate is)."""
+    """The run of vLLM's own code in a finding it shares: the reference's, else the candidate's."""
     return f.reference_run if f.reference_run is not None and f.reference != f.candidate and \
         f.candidate != "vllm" else f.candidate_run
 
@@ -43,10 +34,8 @@ def _raised_at(fault: Fault) -> tuple[str, str] | None:
 
 
 def _admitting_estimate(fault: Fault) -> tuple[str, str, str] | None:
-    """For a pool that ran dry inside a KV-cache manager's ``allocate_new_blocks`` (``BlockPool.get_new_blocks``
-    raising "Cannot get N free blocks"): ``(Manager.get_num_blocks_to_allocate, file:line, the line)`` of
-    that manager's estimate, which ``KVCacheManager.allocate_slots`` checked the pool against before
-    allocating; the estimate, not the raise, is what decides. None for any other exception."""
+    """For a pool that ran dry in a manager's ``allocate_new_blocks``: ``(Manager.get_num_blocks_to_allocate,
+    file:line, the line)`` of the estimate that decides; None for any other exception."""
     if "free blocks from the pool" not in fault.detail:
         return None
     frames = [line for line in (fault.stack or "").splitlines() if not line.startswith(" ") and " in " in line]
@@ -84,11 +73,8 @@ def vllm_defect(f: Finding) -> str | None:
 
 
 def deciding_line(f: Finding) -> tuple[str, str] | None:
-    """``(file:line, the line)`` of the installed vLLM that decides the finding: the stop of the split
-    the candidate departs from; for vLLM's own defect, where the exception is raised, or the split's line
-    that let the crossing chunk run (the internal-checkpoint test where the chunk exported one, else the
-    next-boundary stop); for a pool that ran dry inside a manager's allocation, that manager's estimate of
-    the blocks it needs (``_admitting_estimate``)."""
+    """``(file:line, the line)`` of vLLM deciding the finding: the stop the candidate departs from; for vLLM's defect
+    the raise, the line letting the crossing chunk run, or the manager's estimate (``_admitting_estimate``)."""
     if not reference_is_wrong(f.signature):
         cause = f.verdict.root_cause
         return split_line(cause.decider) if cause is not None else None
@@ -105,7 +91,7 @@ def deciding_line(f: Finding) -> tuple[str, str] | None:
 
 
 def cause_words(f: Finding) -> str | None:
-    """The root cause in a sentence (module docstring), ending with the deciding line where there is one."""
+    """The root cause in a sentence ending with the deciding line where there is one; None: nothing to say."""
     line = deciding_line(f)
     at = f" Decided at {line[0]}: `{line[1]}`." if line else ""
     if reference_is_wrong(f.signature):

@@ -1,13 +1,8 @@
-"""``gdnfuzz ci``'s SARIF 2.1.0 log (for code scanning; validated in tests against the OASIS schema).
+"""``gdnfuzz ci``'s SARIF 2.1.0 log (for code scanning): one rule and one result per signature found.
 
-One rule and one result per signature found. Invariant: every result points at the candidate's
-source (``fuzz.report.source_location``: the changed file of a whole branch, else the split), carries
-``baselineState`` ``new`` (level error) or ``unchanged`` (known, level note), a stable
-``partialFingerprints`` entry (the signature), and the replay command in its message. A baseline that
-could not be read, a run stopped by infrastructure (``CiReport.error``), or one that did not judge
-everything it was asked to (``CiReport.problems``), is an unsuccessful invocation with the reasons as its
-notifications. The tool's ``informationUri`` is gdnfuzz's own home (``fuzz.HOMEPAGE``).
-"""
+Invariant: each result points at the candidate's source (``fuzz.report.source_location``), has ``baselineState`` ``new``
+(error) or ``unchanged`` (note), the signature as ``partialFingerprints`` and the replay command; an unread baseline,
+an infrastructure ``error`` or unjudged ``problems`` make an unsuccessful invocation that says why."""
 
 from __future__ import annotations
 

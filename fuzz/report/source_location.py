@@ -1,10 +1,7 @@
-"""Where in the source a candidate's finding points: the changed file of a whole branch, else its split.
+"""Where a candidate's finding points: a file the candidate really runs, at a 1-based line.
 
-Invariant: the location is a file the candidate really runs, with a 1-based line: for whole-branch
-mode the first overlaid file that differs from the installed vLLM (at its first changed line), else
-(or when nothing differs) the split function's first line. The path is relative to ``source_root``
-when the file is under it (what code-scanning tools expect), else absolute.
-"""
+Whole-branch mode: the first overlaid file differing from the installed vLLM, at its first changed line; else the
+split's first line. The path is relative to ``source_root`` when under it, else absolute."""
 
 from __future__ import annotations
 

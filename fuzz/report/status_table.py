@@ -1,9 +1,6 @@
 """The status table of a campaign's stats (``gdnfuzz status``): plain lines for logs, a rich table for a terminal.
 
-Invariants: both renderings come from one set of cells (:func:`status_cells`), so a log and a terminal never
-disagree on a figure (rich is loaded only to draw for a terminal); the plain text is stable (whitespace-separated columns, the header first, the actors
-sorted by name, a rule, the totals, then the campaign's and the cluster's lines), so scripts may split it.
-"""
+Invariants: both come from one set of cells (:func:`status_cells`); the plain text is stable, for scripts to split."""
 
 from __future__ import annotations
 
@@ -92,9 +89,7 @@ def cluster_line(latest: dict[str, StatsRow]) -> str | None:
 
 @dataclass(frozen=True)
 class StatusCells:
-    """What the status table shows: its columns (name, alignment), a row of cells per actor sorted by name, the
-    totals' row, and the campaign's and the cluster's lines where the file has them, then one line per workload
-    profile under the mixture."""
+    """The table's columns, a row per actor sorted by name, the totals, and the campaign, cluster and profile lines."""
 
     columns: tuple[tuple[str, str], ...]
     actors: list[list[str]]
@@ -138,8 +133,7 @@ def _footer_style(text: str) -> str:
 
 
 def status_renderable(latest: dict[str, StatsRow], now: float, title: str | None = None) -> Group:
-    """The same cells as a rich table (a state coloured by what it means, the totals its footer), the campaign's
-    and the cluster's lines below it."""
+    """The same cells as a rich table (states coloured, totals as footer), campaign and cluster lines below."""
     from rich import box
     from rich.console import Group
     from rich.table import Table

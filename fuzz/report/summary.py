@@ -1,10 +1,7 @@
-"""``gdnfuzz ci``'s markdown summary, fit for a PR comment or ``$GITHUB_STEP_SUMMARY``.
+"""``gdnfuzz ci``'s markdown summary, for a PR comment or ``$GITHUB_STEP_SUMMARY``.
 
-Invariant: the first line says pass, fail or error (a baseline that could not be read, a side that
-could not be loaded, something asked for and not judged: the time bound, a fuzzing step without input)
-and why in one sentence; every new signature has a row with its verdict and the command that replays
-it; known signatures and what ran are listed after.
-"""
+Invariant: the first line says pass, fail or error and why; each new signature gets a row with its verdict and replay
+command; known signatures and what ran follow."""
 
 from __future__ import annotations
 

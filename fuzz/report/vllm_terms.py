@@ -1,14 +1,7 @@
-"""A finding's configuration and code in vLLM's own terms: the ``vllm serve`` flags that produce it, the
-model family it needs, the installed vLLM's version, and where the functions and the lines involved live.
+"""A finding's configuration and code in vLLM's terms: ``vllm serve`` flags, model family, version, locations.
 
-Every flag comes from the knob table (``fuzz.model.knobs.engine_args``): a knob's engine, scheduler and pool
-arguments are ``EngineArgs`` fields, and ``vllm serve`` takes each as ``--<name with dashes>``. Knobs with no
-flag (the attention block, the model's Mamba layer family, per-step budgets) are said in words.
-
-Invariant: nothing here changes what a finding is; it only says it in the words a vLLM maintainer uses,
-and every ``file:line`` is read from the installed vLLM (a line that cannot be found there is named by
-its function's first line).
-"""
+Invariant: every flag comes from the knob table (``fuzz.model.knobs.engine_args``), knobs without one in words; every
+``file:line`` is read from the installed vLLM (else its function's first line)."""
 
 from __future__ import annotations
 
@@ -27,8 +20,7 @@ FIXED_FLAGS = ("--enable-prefix-caching", "--mamba-cache-mode", "align")
 
 @dataclass(frozen=True)
 class Family:
-    """The Mamba layer family a configuration's ``prefill_checkpoint_alignment`` stands for: what its
-    ``MambaSpec`` declares, and a model of that family a user would serve."""
+    """The Mamba layer family ``prefill_checkpoint_alignment`` stands for: its ``MambaSpec`` and a model to serve."""
 
     name: str
     example: str
@@ -72,8 +64,7 @@ def serve_flags(knobs: EngineKnobs) -> list[str]:
 
 
 def serve_command(knobs: EngineKnobs, model: str | None = None) -> str:
-    """``vllm serve`` for the configuration, on ``model`` (by default a placeholder naming a model of the
-    configuration's layer family)."""
+    """``vllm serve`` for the configuration on ``model`` (default: a placeholder naming a model of its family)."""
     f = family(knobs)
     return shlex.join(["vllm", "serve", model or f"<a {f.name} hybrid, e.g. {f.example}>", *serve_flags(knobs)])
 
@@ -110,7 +101,6 @@ def _location(obj: Any) -> str:
 
 
 def vllm_locations() -> dict[str, str]:
-    """Where the functions a finding involves live in the installed vLLM."""
     from vllm.v1.core.kv_cache_manager import KVCacheManager
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.core.single_type_kv_cache_manager import MambaManager
@@ -137,8 +127,7 @@ DECIDER_LINES = {
 
 
 def split_line(decider: str) -> tuple[str, str]:
-    """``(file:line, the line's text)`` of the installed split's line that makes the stop ``decider`` (its
-    ``def`` line where there is none, or it is not found)."""
+    """``(file:line, text)`` of the installed split's line making stop ``decider`` (else its ``def`` line)."""
     from vllm.v1.core.sched.scheduler import Scheduler
 
     split = Scheduler.__dict__["_mamba_block_aligned_split"]
@@ -159,10 +148,8 @@ ESTIMATE_LINES = {
 
 
 def estimate_line(allocating_line: int) -> tuple[str, str, str] | None:
-    """``(Manager.get_num_blocks_to_allocate, file:line, the line's text)`` of the estimate of the manager
-    in ``vllm/v1/core/single_type_kv_cache_manager.py`` whose ``allocate_new_blocks`` holds line
-    ``allocating_line`` of that file (its bounding line from ``ESTIMATE_LINES``, else the method's
-    ``def`` line); None where no manager's ``allocate_new_blocks`` holds it."""
+    """``(Manager.get_num_blocks_to_allocate, file:line, text)`` of the estimate of the manager whose
+    ``allocate_new_blocks`` holds line ``allocating_line`` (else its ``def`` line); None where none holds it."""
     import vllm.v1.core.single_type_kv_cache_manager as managers
 
     for cls in vars(managers).values():

@@ -1,2 +1,1 @@
-"""Finding inputs: the biased generator, structural mutation, the atheris harness, the run's settings
-and supervisor, the reducer beside the fuzzers, libFuzzer plumbing."""
+"""Finding inputs: generator, mutation, harness, run settings, supervisor, reducer, libFuzzer plumbing."""

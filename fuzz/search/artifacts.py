@@ -1,11 +1,7 @@
-"""A finding for an input that killed or hung the harness (a libFuzzer artifact, or the in-flight input
-of a worker that died without a word): what ``gdnfuzz run``'s supervisor and the campaign's crash store
-store when the run itself could not be judged.
+"""A finding for an input that killed or hung the harness (a libFuzzer artifact, or a dead worker's in-flight input).
 
-Invariant: the signature names the kind (``worker-crash``, ``hang``, ``worker-oom``), the error (the
-exception type named in the worker's last lines, else how the process ended) and the scenario's
-conditions (``fuzz.oracle.signature.artifact_signature``); the bundle keeps the worker's last lines.
-"""
+Invariant: its signature names the kind (``worker-crash``, ``hang``, ``worker-oom``), the error (the exception in the
+worker's last lines, else how it ended) and the scenario's conditions; the bundle keeps those lines."""
 
 from __future__ import annotations
 
@@ -24,16 +20,14 @@ EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt
 
 
 def error_in(log_tail: str) -> str | None:
-    """The exception type the worker's last lines name (``ValueError: ...``), if any (libFuzzer's own
-    ``INFO:`` lines name none)."""
+    """The exception type the worker's last lines name (``ValueError: ...``), if any."""
     return next((m.group(1).rsplit(".", 1)[-1] for ln in reversed(log_tail.splitlines())
                  if (m := EXCEPTION_LINE.match(ln.strip()))), None)
 
 
 def death(returncode: int) -> tuple[str, str]:
-    """The kind of finding for the input a worker died on and how the worker ended, as a signature word:
-    ``hang`` / ``ignored-its-deadline`` when it ended itself because the run ignored its deadline
-    (``fuzz.model.deadline.exit_when_stuck``), ``worker-crash`` / its exit otherwise (``exit-code-0``)."""
+    """(kind, how the worker ended): ``hang``/``ignored-its-deadline`` when it exited itself on an ignored deadline
+    (``exit_when_stuck``), else ``worker-crash``/its exit as a signature word (``exit-code-0``)."""
     if returncode == STUCK_EXIT:
         return "hang", "ignored-its-deadline"
     return "worker-crash", slug(describe_exit(returncode).removeprefix("was ").removeprefix("exited "))
@@ -41,8 +35,7 @@ def death(returncode: int) -> tuple[str, str]:
 
 def crash_finding(kind: str, data: bytes, log_tail: str, candidate: str, reference: str,
                   ended: str | None = None, artifact: str | None = None) -> Finding:
-    """The finding for input ``data``; ``ended``: how the worker process ended, where no exception
-    names the error (``exit-code-0``, ``sigkill``)."""
+    """The finding for input ``data``; ``ended``: how the worker ended, where no exception names the error."""
     scenario = decode(data)
     error = error_in(log_tail) or ended or "signal"
     sig = artifact_signature(kind, error, scenario)

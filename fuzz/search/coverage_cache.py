@@ -1,20 +1,7 @@
 """Probed code kept across runs: a harness worker's instrumentation of vLLM's scheduling code, reused.
 
-Patching every function of vLLM's scheduling modules with atheris's probes costs about 1.5 s of each
-worker's start-up, and gives the same code every time for the same files. ``fuzz.search.coverage``
-patches once and keeps the result here (one ``marshal`` file per key); a later worker that would patch
-exactly the same gets it back.
-
-Invariants:
-- the key covers everything the patched code depends on: Python's version, atheris's version, the source
-  of ``fuzz.search.coverage`` and of this module, the first counter index, and each patched module's
-  name, file, size and modification time; and the file lists every function it holds (module,
-  qualified name, file, first line), which must be the functions to patch now, in order. Anything else
-  is a miss, and a miss patches as if nothing were kept;
-- a file that cannot be read or decoded is a miss, and one that cannot be written is not written:
-  the cache never fails a run;
-- files are written whole (``fuzz.store.atomic``), and only the :data:`KEPT` newest stay.
-"""
+Invariants: the key covers everything the patched code depends on, and the file must list exactly the functions to
+patch now, else it is a miss; the cache never fails a run; files are written whole, the :data:`KEPT` newest kept."""
 
 from __future__ import annotations
 

@@ -1,21 +1,7 @@
-"""One bug, one signature, however a run reaches it: a new name folded into a known bug where one fix removes both.
+"""One bug, one signature: a new root-cause name folds into a known bug whose fix also removes the finding.
 
-A finding of the candidate's own is named after its root cause (``fuzz.oracle.signature.root_cause_name``):
-what the candidate did wrong at the decisive split decision. One bug can still reach two such names (a
-missed stop seen once where the candidate ran to the budget, once where it ran to an aligned end). Before
-a fuzzer stores a name that is new to it, it asks each bug it already knows whether fixing that bug fixes
-this finding too: the candidate, answering as the reference on the decisions the known signature stands
-for (``fuzz.oracle.signature.stands_for``), is run on the new finding's scenario
-(``fuzz.oracle.differential.folds_into``); where it no longer has the finding, the finding is one more
-occurrence of the known signature, and the name it would have had is a detail of the path. Where no one
-known bug's fix removes it but all of theirs together do, it is still not a new bug: the oldest names it.
-
-Invariants: a finding folds only into a signature of its own class or a more severe one (a lower rank),
-so folding never hides a correctness finding under a cost's name; only candidate-side findings named
-after a root cause fold, into signatures of the same kind; the known bugs are this worker's own and
-those of the run's crash store (read again before each new name is stored, so a bug another worker
-named is known here once its bundle is stored).
-"""
+Invariants: a finding folds only into its own class or a more severe one; only candidate-side root-cause findings
+fold; known bugs are this worker's and the crash store's, re-read before a new name is stored."""
 
 from __future__ import annotations
 
@@ -46,7 +32,6 @@ class KnownBugs:
         self.refresh()
 
     def refresh(self) -> None:
-        """Read the bundles the stores gained (another worker's minimized findings, say)."""
         for store in self.stores:
             for verdict in sorted(store.glob("*/verdict.json")):
                 if verdict.parent.name not in self.bugs:

@@ -1,21 +1,8 @@
-"""Random valid scenarios, biased toward what triggers the align-mode bug family.
+"""Random valid scenarios, biased toward what triggers the align-mode bug family (near-multiple prompt lengths,
+shared prefixes arriving together, followers after the producer, KV-connector prefixes), weighted by a profile.
 
-``random_scenario(choices)`` draws every decision from ``choices`` (``fuzz.model.draws.Choices``): a
-seeded ``random.Random`` for ``gdnfuzz gen`` and benchmarks, or a byte-driven source for the fuzzer's
-fallback decoder. The engine knobs are drawn by their rows of the knob table (``fuzz.model.knobs``),
-phase by phase: the GDN-era knobs first, the Mamba layer family and junction checkpoints once the
-requests exist, the KV pool last. Around them, the biases: prompt lengths within a few tokens of
-multiples of B, several requests sharing one prefix and arriving close together (concurrent
-prefills), followers arriving after the producer finished (cache hits on its slots), and requests
-whose prefix a KV connector holds (often ending mid-block).
-
-A workload profile (``fuzz.search.profiles``) weights the request mix: output lengths, follow-ups,
-aborts, arrivals and KV pressure; the default profile draws exactly what the generator drew before
-profiles existed (the same seed, the same scenario).
-
-Invariant: the result always passes ``Scenario.from_dict`` validation, and the KV pool (when limited)
-always holds the largest request, so a stall is never an artefact of generation.
-"""
+Invariants: the result always passes ``Scenario.from_dict``; a limited KV pool always holds the largest request (a
+stall is never an artefact of generation); under the prefill profile a seed gives the scenario it always gave."""
 
 from __future__ import annotations
 
@@ -66,7 +53,6 @@ def external_tokens(c: Choices, engine: EngineKnobs, prompt_length: int) -> int:
 
 
 def with_connector(c: Choices, scenario: Scenario) -> Scenario:
-    """Give some requests an externally held prefix."""
     lengths = prompt_lengths(scenario)
     requests = tuple(
         replace(r, external_tokens=external_tokens(c, scenario.engine, lengths[r.id])) if c.random() < 0.5 else r
@@ -80,7 +66,6 @@ def facts(scenario: Scenario) -> Facts:
 
 
 def _redraw(c: Choices, phase: str, scenario: Scenario) -> Scenario:
-    """``scenario`` with the knobs of ``phase`` drawn."""
     return replace(scenario, engine=EngineKnobs(**draw_knobs(c, phase, vars(scenario.engine), facts(scenario))))
 
 
@@ -103,13 +88,7 @@ def random_scenario(c: Choices, profile: Profile = PREFILL) -> Scenario:
 
 
 def _engine_for(c: Choices, profile: Profile) -> EngineKnobs:
-    """The engine knobs, drawn by the knob table. Under a deep profile the table is drawn twice and the draw
-    with the smaller Mamba block B is kept. A deep profile's states are in its outputs: a decoding request
-    crosses a block boundary once every B tokens, and a resumed re-prefill of its outputs has checkpoints
-    among them only where they span a block. Its outputs (medians of 80-200 tokens) cross few of the larger
-    blocks (384-1600). So the smallest B is drawn 11 times in 36 instead of 1 in 6, and every B still is
-    (1600: 1 in 36). Measured over 113 fresh ``batch`` scenarios drawn evenly: B = 64 had 2.4 s of their
-    16.6 s and 17 of the 25 finds of the two resumed-re-prefill mutants, B = 1600 3.0 s and none."""
+    """The engine knobs; under a deep profile, the smaller-B draw of two, so that outputs cross block boundaries."""
     engine = EngineKnobs(**draw_knobs(c, "engine", {}))
     if not profile.deep:
         return engine
@@ -118,10 +97,7 @@ def _engine_for(c: Choices, profile: Profile) -> EngineKnobs:
 
 
 def serial_steps(scenario: Scenario) -> int:
-    """The scheduler steps the scenario takes with its requests run one after another: the last
-    arrival, then each prompt in chunks of the smallest step budget (or the long-prefill threshold)
-    and one step per output token. Concurrent requests share steps, so a run takes about this many
-    or fewer (preemption can add some); it is what a mutation's cost is bounded by."""
+    """Scheduler steps with the requests run one after another: what bounds a run's (and a mutation's) cost."""
     e = scenario.engine
     chunk = min((e.max_num_batched_tokens, *e.step_budgets))
     if e.long_prefill_token_threshold > 0:
@@ -132,8 +108,7 @@ def serial_steps(scenario: Scenario) -> int:
 
 
 def within_steps(scenario: Scenario, max_steps: int) -> Scenario:
-    """``scenario`` with its longest outputs halved until its ``serial_steps`` fit ``max_steps`` (the bound a
-    profile's mutations keep, so a generated scenario costs no more than a mutated one)."""
+    """``scenario`` with its longest outputs halved until its ``serial_steps`` fit ``max_steps``."""
     while serial_steps(scenario) > max_steps and any(r.max_tokens > 1 for r in scenario.requests):
         longest = max(scenario.requests, key=lambda r: r.max_tokens)
         scenario = replace(scenario, requests=tuple(replace(r, max_tokens=r.max_tokens // 2) if r is longest else r
@@ -145,11 +120,7 @@ SIDE_BY_SIDE = tuple(n for n in MAX_NUM_SEQS if n > 1)  # the generator's limits
 
 
 def under_decode_pressure(c: Choices, scenario: Scenario) -> Scenario:
-    """A pool that holds the largest request alone with little to spare, so requests that decode side by
-    side run it out and are preempted after decoding (and again, when several do). A scenario of several
-    requests that runs one at a time (``max_num_seqs`` 1) is made to run several: one request alone never
-    runs out a pool that holds it, so the pressure would be none (of 114 fresh ``batch`` scenarios, the 25
-    with ``max_num_seqs`` 1 took 16% of the seconds and none found any of the project's deep mutants)."""
+    """A KV pool holding the largest request alone with little to spare; several requests never run one at a time."""
     blocks = tight_kv_blocks(required_kv_blocks(scenario), c.random() * 0.25)
     seqs = scenario.engine.max_num_seqs
     if seqs == 1 and len(scenario.requests) > 1:

@@ -1,34 +1,7 @@
 """The ``mixed`` profile: every workload profile in one input stream, in shares that follow what each finds.
 
-Each mutation (and each fresh scenario) is drawn under one profile (``fuzz.search.profiles``). Each
-profile has a share of the fuzzing *time*: its recent yield per second (the coverage features,
-libFuzzer's: a basic block of vLLM's scheduling code with its hit count in one of eight buckets,
-first reached by the inputs it made, plus :data:`FINDING_WORTH` for each new signature, over the
-seconds those inputs took to run; both decayed by :data:`DECAY` per input, so that a profile whose
-states are exhausted loses share), on top of a floor every profile keeps whatever its yield
-(:data:`DEEP_FLOOR` each deep profile, :data:`PREFILL_FLOOR` the prefill profile). A deep state may
-need many inputs before its first new feature, while the prefill profile's cheap inputs keep finding
-new hit counts of the same prefill code: by yield alone the prefill profile took 45% of the time
-(a 5-minute, 2-fuzzer campaign) and a deep mutant's find rate fell with the deep profiles' share
-(AFL++'s schedules keep a minimum for the same reason). A profile is drawn with its share over its
-inputs' mean run time, so that it gets its share of the seconds: a deep profile's inputs run 10-100
-times longer than the prefill profile's, so even a fifth of the time gives the cheap prefill inputs
-most draws (the shallow bugs, found by the first few hundred inputs, come about as fast as under the
-prefill profile alone) while the deep profiles get most of the seconds.
-
-Each deep profile also keeps its own parents: the last :data:`KEPT` inputs it made that reached new
-features, and mutates one of them instead of libFuzzer's choice half the time (:data:`OWN_PARENT`).
-libFuzzer picks parents from one corpus, weighted toward inputs that run fast
-(``-entropic_scale_per_exec_time``), so without its own a deep profile would mostly mutate prefill
-inputs and spend its time making them deep again instead of going deeper. A worker given a ``home`` profile (one
-of several workers of a run or a campaign) starts with that profile's prior yield :data:`HOME_BIAS`
-times the others', so that workers begin spread over the profiles and converge only on evidence.
-
-Invariants: a profile choice changes which mutation or scenario is drawn, never what is valid (every
-draw is a profile's own, through ``Scenario`` validation); the credit for an input goes to the profile
-that made it, matched by the input's bytes (libFuzzer runs each mutation right after making it); the
-bytes of a stored input decode the same whatever the shares (``fuzz.search.mutate.decode``).
-"""
+Invariants: a profile changes which draw is made, never what is valid; an input's credit goes to the profile that
+made it (matched by bytes); a stored input's bytes decode the same whatever the shares."""
 
 from __future__ import annotations
 
@@ -69,8 +42,7 @@ _POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
 
 
 def draw_scenario(rng: random.Random, profile: str) -> Scenario:
-    """A fresh scenario under ``profile``; under ``mixed``, under one of the profiles drawn evenly (the
-    mixture's shares before it has seen anything)."""
+    """A fresh scenario under ``profile``; under ``mixed``, under one of the profiles drawn evenly."""
     chosen = rng.choice(list(PROFILES.values())) if profile == MIXED else PROFILES[profile]
     return random_scenario(rng, chosen)
 
@@ -92,7 +64,7 @@ class Novelty:
 
 @dataclass
 class Arm:
-    """One profile's record: decayed yield and seconds (the weights), and lifetime totals (what is shown)."""
+    """One profile's record: decayed yield, seconds and inputs (the weights), and lifetime totals (what is shown)."""
 
     profile: Profile
     gain: float = PRIOR_FEATURES
@@ -106,12 +78,10 @@ class Arm:
 
     @property
     def rate(self) -> float:
-        """Recent yield per second."""
         return self.gain / self.seconds
 
     @property
     def cost(self) -> float:
-        """Recent mean seconds per input."""
         return self.seconds / self.inputs
 
 
@@ -137,8 +107,7 @@ class Mixture:
         return rng.choices(list(shares), weights=[share / self.arms[n].cost for n, share in shares.items()])[0]
 
     def mutate(self, data: bytes, max_size: int, seed: int) -> bytes:
-        """atheris custom_mutator: ``fuzz.search.mutate.mutate`` under a profile chosen by its share, of
-        ``data`` or, for a deep profile, at times of one of its own parents."""
+        """atheris custom_mutator: ``mutate`` under a profile drawn by share (deep ones at times from own parents)."""
         rng = random.Random(seed ^ 0x6D6978)
         name = self.choose(rng)
         arm = self.arms[name]
@@ -149,20 +118,7 @@ class Mixture:
         return out
 
     def crossover(self, data1: bytes, data2: bytes, max_size: int, seed: int) -> bytes:
-        """atheris custom_crossover: two prefill-sized parents are crossed (``fuzz.search.mutate.crossover``);
-        a deep parent is mutated instead. Crossing deep inputs appends a second long conversation (doubling
-        the steps) and carries none of a deep profile's mutations: under ``chat`` alone it cut the resumed
-        re-prefill mutant's findings from 25 in 1,806 executions to 1 in 1,667 (``bench/time_to_find.py
-        --deep``, two 120 s runs each).
-
-        libFuzzer alternates this hook with the mutator, so the prefill profile makes about half the inputs
-        whatever its share (1,240 of 1,360 inputs and 47% of the seconds of a 90 s flagless run, its share
-        18%), and its mutations of deep corpus inputs are deep work too (19 of its 25 s in another run, and
-        that run's finds of a deep mutant). Drawing the crossover's profile by share as well was measured
-        (issue 37): the deep profiles got 88% of the seconds (seed 4) and the LCP-from-prompt mutant came
-        sooner, but the shallow mutants were found 1.5-2.5x later (never_defer 11.5 -> 22.8 s and 11.7 ->
-        28.8 s, gate_on_lcp on two of five seeds 11 -> 79 s and 31 -> 81 s, ``bench/first_find.py``
-        paired); so crossovers stay the prefill profile's."""
+        """atheris custom_crossover of prefill-sized parents, always the prefill profile's; a deep parent is mutated."""
         if max(_steps(data1), _steps(data2)) > PREFILL.max_steps:
             return self.mutate(data1, max_size, seed)
         out = crossover(data1, data2, max_size, seed, PREFILL.max_steps)
@@ -175,8 +131,7 @@ class Mixture:
             self._made.popitem(last=False)
 
     def observe(self, data: bytes, seconds: float, features: int, findings: int) -> None:
-        """The input ``data`` ran in ``seconds``, reached ``features`` new features and ``findings`` new
-        signatures: credited to the profile that made it (an input from the corpus is no profile's)."""
+        """Decay every record, then credit the profile that made ``data`` (none for a corpus input) with its results."""
         for arm in self.arms.values():
             arm.gain *= DECAY
             arm.seconds *= DECAY

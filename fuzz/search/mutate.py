@@ -1,25 +1,8 @@
-"""Structure-aware mutation and crossover of scenarios, for atheris's custom mutator hooks.
+"""Structure-aware mutation and crossover of scenarios (canonical JSON), for atheris's custom mutator hooks.
 
-The libFuzzer input is the scenario's canonical JSON encoding, so corpus files
-stay readable. ``decode`` turns any bytes into a valid Scenario: JSON that
-parses as a scenario is taken as it is; anything else drives the biased
-generator (``fuzz.search.generate``) through a FuzzedDataProvider, so raw byte
-mutations still explore. ``mutate`` decodes, applies one to three structural
-mutations (registered with ``@mutation``), and re-encodes; a share of calls
-hands the bytes to libFuzzer's own mutator or starts from a fresh scenario.
-
-Under a deep workload profile (``fuzz.search.profiles``), a share (``DEEP_SHARE``) of mutations are the
-profile's own: long outputs drawn from its lengths, decode-time KV pressure, a follow-up that continues
-a conversation after its outputs, an abort in the middle of decoding; the request-mix mutations draw
-output lengths from it too; fresh scenarios (its ``fresh_rate`` of calls) come from its generator. ``decode`` never depends on the profile (a stored input means one scenario everywhere).
-
-Invariant: every output of ``mutate`` and ``crossover`` decodes to a scenario
-that passes validation; a mutation whose result fails validation is dropped, and so
-is one whose ``serial_steps`` exceeds ``max_steps`` (the structural counterpart of
-libFuzzer's ``-max_len``: a slow input makes every mutation of it slow, so a few
-thousand-step scenarios would take most of the fuzzer's time). Corpus inputs are
-run whatever their size.
-"""
+Invariants: ``decode`` turns any bytes into a valid scenario, whatever the profile; every output of ``mutate`` and
+``crossover`` decodes to a valid scenario; a mutation that fails validation or exceeds ``max_steps``
+(``serial_steps``, the structural ``-max_len``) is dropped; corpus inputs run whatever their size."""
 
 from __future__ import annotations
 
@@ -86,8 +69,7 @@ def encode(scenario: Scenario) -> bytes:
 
 
 def _valid(scenario: Scenario, max_steps: int = MAX_STEPS) -> Scenario | None:
-    """The scenario re-validated, its KV pool grown back to one request if a mutation outgrew it;
-    None if it is invalid or costs more than ``max_steps`` (``serial_steps``)."""
+    """Re-validated, its KV pool grown back to hold one request; None if invalid or over ``max_steps``."""
     try:
         scenario = Scenario.from_dict(scenario.to_dict())
     except ScenarioError:
@@ -238,8 +220,7 @@ OUTPUT_DRAWING = (add_request, follow_up, multi_turn, change_outputs)  # they dr
 
 @functools.cache
 def deep_mutations(profile: Profile) -> dict[str, Mutation]:
-    """The mutations under ``profile`` (none for a profile that is not deep): the request-mix ones that draw
-    output lengths, drawing them from the profile's lengths, and those toward its deep states."""
+    """Under a deep ``profile``: the output-drawing mutations, drawing its lengths, and those toward its deep states."""
     if not profile.deep:
         return {}
 
@@ -278,8 +259,7 @@ Pool = tuple[Mutation, ...]  # in the order of their names, which a seeded choic
 
 @functools.cache
 def mutation_pools(profile: Profile) -> tuple[Pool, Pool]:
-    """Every mutation (the profile's versions of those it redraws), and the profile's own (empty unless
-    deep); built once per profile, off the mutator's per-input path."""
+    """Every mutation (the profile's versions where it has them) and the profile's own, sorted by name; cached."""
     own = deep_mutations(profile)
     everything = {**MUTATIONS, **{name: own[name] for name in MUTATIONS if name in own}}
     return tuple(everything[n] for n in sorted(everything)), tuple(own[n] for n in sorted(own))

@@ -1,35 +1,8 @@
-"""Workload profiles: what ``gdnfuzz gen``, ``run`` and the campaign weight generation and mutation toward.
+"""Workload profiles that generation and mutation lean toward: ``prefill`` (few requests of 1-8 output tokens) and
+deep ones (long outputs, decode-time preemption, re-prefills, follow-ups, aborts); ``mixed`` draws under all.
 
-``mixed``, the default, is every profile below at once: each mutation or fresh scenario is drawn under
-one of them, in shares that follow what each has recently found (``fuzz.search.mixture``). A profile
-named with ``--profile`` pins it alone.
-
-``prefill`` is the generator as it always was (named ``default`` before the mixture was): a few requests
-of 1-8 output tokens, biased toward the align-mode split's prefill branches (every seed gives the
-scenario it gave before profiles existed; a stored input's bytes decode through it).
-The others reach the deep states of serving: long generations, decode-time KV pressure that preempts
-requests after they have decoded (and again), the resumed re-prefill of prompt plus outputs, follow-ups
-that continue a conversation after its outputs, and aborts in the middle of decoding. Their scenarios keep
-the smaller Mamba block of two engine draws, so that their outputs cross block boundaries
-(``fuzz.search.generate``).
-
-Output lengths follow a log-normal (many short answers, a long tail), clipped to ``[1, cap]``:
-
-- ``chat``: mean about 250 tokens (median 120, sigma 1.2), tail capped at 2048. Published figures for
-  chat serving put the mean response at 215 tokens (LMSYS-Chat-1M, Zheng et al. 2023, table 1) and
-  338 tokens (ShareGPT, as measured in the vLLM paper, Kwon et al. 2023, figure 11); both are
-  long-tailed with answers in the thousands. Conversations continue (35% of requests are follow-ups).
-- ``agentic``: long-context turns: prompts of many blocks (tool outputs appended), short to medium
-  outputs (median 80, sigma 1.0, cap 1024), most requests continuing an earlier turn (60%). A shape
-  stated here, not fit to a dataset.
-- ``batch``: offline batches: everything arrives at once, medium outputs (median 200, sigma 0.8,
-  cap 1536), a KV pool always tight. A shape stated here, not fit to a dataset.
-
-Invariants: a profile changes which scenarios are drawn, never what is valid (every draw goes through
-``Scenario`` validation, as the prefill profile's do); each deep profile's ``max_steps`` bounds its mutations'
-``serial_steps`` (a decode step costs about 0.1-0.2 ms in the sim, measured by
-``bench/sim_throughput.py --profile``), and the prefill profile's is ``gdnfuzz run``'s historical 256.
-"""
+Invariants: a profile changes which scenarios are drawn, never what is valid; a stored input's bytes decode
+through ``prefill``; each profile's ``max_steps`` bounds its mutations' ``serial_steps``."""
 
 from __future__ import annotations
 
@@ -109,6 +82,5 @@ def max_steps_of_profile(name: str) -> int:
 
 
 def home_of(index: int, workers: int) -> str | None:
-    """The profile worker ``index`` of ``workers`` starts leaning toward: the profiles in turn, so that
-    several workers begin spread over them; a lone worker leans toward none."""
+    """The profile worker ``index`` of ``workers`` leans toward at start: the profiles in turn; a lone worker none."""
     return list(PROFILES)[index % len(PROFILES)] if workers > 1 else None

@@ -1,19 +1,6 @@
-"""atheris targets over every reader of user files: bytes in, a valid object or an InputError out.
-
-``python -m fuzz.search.reader_targets FAMILY [libFuzzer flags] [CORPUS_DIR ...]`` fuzzes one reader
-family; ``--seeds DIR`` first writes that family's valid seed inputs into DIR. Families:
-
-- ``scenario``: a scenario or corpus file (``fuzz.model.scenario.load_scenario``);
-- ``bundle``: a crash bundle (``fuzz.store.bundle.load_bundle``): the first byte picks which of its
-  four files the rest of the input replaces in an otherwise valid bundle;
-- ``stats``: a stats file read (``fuzz.store.stats.read_stats``) and rendered the way ``gdnfuzz
-  status`` and ``gdnfuzz dashboard`` render it;
-- ``schedule``: a kernel schedule file (``workers.kernels.schedule.read_schedule``, named by module
-  path: nothing in ``fuzz/`` imports a worker).
-
-Invariant each target checks: the reader returns, or raises an :class:`~fuzz.errors.InputError`
-(the one-line, exit-2 error); any other exception, a hang or a crash is a finding of libFuzzer's.
-"""
+"""atheris targets over every reader of user files (``python -m fuzz.search.reader_targets FAMILY [--seeds DIR]
+[libFuzzer flags] [CORPUS_DIR ...]``). Invariant checked: the reader returns or raises
+:class:`~fuzz.errors.InputError`; any other exception, a hang or a crash is a libFuzzer finding."""
 
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
-"""The reducer: ``gdnfuzz run``'s minimizer, a process beside the fuzzers.
+"""``gdnfuzz run``'s minimizer, a process beside the fuzzers: ``SIGNATURE RAW_BUNDLE`` lines in, ``gdnfuzz-saved`` out.
 
-``python -m fuzz.search.reducer`` prints ``gdnfuzz-reducer-ready`` once its imports are done, then reads
-jobs on stdin, one line ``SIGNATURE RAW_BUNDLE`` each (the supervisor sends one per signature new to
-this run), and for each writes the minimized bundle ``crashes/<signature>/`` (and, when the run adds
-regressions, ``corpus/regressions/<signature>.json``), printing ``gdnfuzz-saved SIGNATURE BUNDLE`` on
-stdout. Its settings are the run's (``fuzz.search.settings.RunSettings.from_env``): the policies,
-``fail_on``, the crash store, whether regressions are written, the minimization time and the run's
-deadline.
-
-Invariants: a fuzzer never waits for a minimization; no finding is lost at the deadline: a
-minimization in flight stops there and stores the best reduction so far (its report says the time
-limit was reached), and a job that arrives later is stored as found, unminimized (its ``stages`` empty,
-its report says so); a signature that already has a bundle is not minimized again (its counts are
-synced by the supervisor). ^C is the supervisor's to handle (it ends the run as at its deadline): the
-reducer ignores it, so it is never cut short halfway through a store by the terminal.
-"""
+Invariants: a fuzzer never waits for it; at the deadline a minimization in flight stores its best so far and later
+jobs are stored as found; a signature with a bundle is not minimized again; it ignores ^C (the supervisor's)."""
 
 from __future__ import annotations
 
@@ -37,8 +24,7 @@ MIN_SECONDS = 1.0  # below this before the deadline a job is stored as found
 
 
 def reduce_one(sig: str, raw: Path, settings: RunSettings, seconds: float) -> Path | None:
-    """Minimize one raw finding for at most ``seconds`` and store its bundle; under :data:`MIN_SECONDS`,
-    store it as found. None when the raw input no longer gives ``sig``."""
+    """Minimize and store one raw finding within ``seconds`` (as found under :data:`MIN_SECONDS`); None: no ``sig``."""
     bundle = settings.crashes / sig
     if (bundle / "verdict.json").exists():
         return bundle

@@ -1,24 +1,8 @@
-"""Repeats recognised before the expensive work: a finding's cheap key, and its occurrences counted in batches.
+"""Repeats recognised before the expensive work: a finding's cheap key (off the candidate's run alone), counted.
 
-A fuzzer of a buggy candidate meets its bug again and again. Judging every occurrence in full (the
-reference and truth runs, the root-cause search, the raw bundle's ``verdict.json`` rewritten and
-fsynced) made such a candidate fuzz at half the speed of a clean one. Here an input's *cheap key* is
-read off the candidate's run alone: its first split decision that differs from the reference's, named
-the way a root cause is named (``fuzz.oracle.signature.root_cause_name``), and what the run shows by
-itself (its own first finding, a poisoned slot, a fault or a bad resume, named as the correctness class
-names a symptom). Only a run that shows a finding by itself has a key: whether a run that shows none is
-a finding (a cost, a bug of the reference's own) only the reference's run can tell. An input whose key a
-full judgement has already named counts as one more occurrence of that signature.
-
-Invariants:
-- a key stands for a signature only after a full judgement of an input with that key gave it, and
-  never for ``clean`` (a disagreement that was harmless once may cost something another time);
-- every ``REJUDGE``-th repeat of a key is judged in full again; a key whose full judgements gave two
-  signatures stands for none from then on (its inputs are judged in full), so a second bug behind a
-  known key is still found;
-- counted occurrences reach the raw bundle at most ``FLUSH_SECONDS`` late, and at once within
-  ``FLUSH_SECONDS`` of the run's deadline (libFuzzer ends the process without Python's exit handlers).
-"""
+Invariants: a key stands for a signature only after a full judgement gave it, never for ``clean``; every
+:data:`REJUDGE`-th repeat is judged in full, and a key given two signatures stands for none from then on; counts
+reach the raw bundle at most :data:`FLUSH_SECONDS` late, at once near the deadline."""
 
 from __future__ import annotations
 
@@ -40,9 +24,7 @@ Key = tuple[str, str]
 
 
 def cheap_key(run: RunResult, scenario: Scenario) -> Key | None:
-    """The candidate run's key (module docstring). None where the run made no decision the reference would
-    not, or shows nothing by itself: then only the reference's run can tell a finding (a cost, a bug of the
-    reference's own) from a clean input."""
+    """The candidate run's key; None where it made no decision the reference would not, or shows no finding itself."""
     own = own_findings(run)
     if run.disagreement is None or not own:
         return None

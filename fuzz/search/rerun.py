@@ -1,15 +1,6 @@
-"""libFuzzer flags that re-run the target: which ``gdnfuzz run -- FLAGS`` carries out, which it refuses.
-
-libFuzzer's merge, fork and crash-minimization modes re-execute ``argv[0]`` as the target. The harness
-is a Python module, so ``argv[0]`` is not executable and those modes used to fail silently. Now:
-
-- ``-merge=1`` and ``-set_cover_merge=1`` (``OUT IN...`` after them, as libFuzzer takes them) run
-  through ``fuzz.store.corpus_merge``'s executable wrapper: a real merge, its summary printed;
-- ``-fork``, ``-jobs``, ``-workers``, ``-minimize_crash``, ``-cleanse_crash`` and ``-merge_inner`` are
-  refused with a one-line :class:`RerunFlagRefused` (exit 2) naming what does the job in gdnfuzz.
-
-Invariant: no flag of that family ever reaches a fuzzing worker.
-"""
+"""libFuzzer flags that re-run the target (``argv[0]``, not executable here): ``-merge=1`` and ``-set_cover_merge=1``
+run through ``fuzz.store.corpus_merge``, the others (:data:`REFUSED`) raise :class:`RerunFlagRefused` (exit 2).
+Invariant: no flag of that family ever reaches a fuzzing worker."""
 
 from __future__ import annotations
 
@@ -76,7 +67,6 @@ def merge_request(libfuzzer_args: list[str]) -> MergeRequest | None:
 
 
 def merge_settings(candidate: str, reference: str, crashes: str | Path, fail_on: FailOn) -> RunSettings:
-    """The settings a merge's harness runs under: it executes inputs, so findings land in ``crashes``
-    (not minimized, never written as regressions)."""
+    """A merge's harness settings: findings stored raw in ``crashes``, never minimized or written as regressions."""
     return RunSettings(candidate=candidate, reference=reference, fail_on=fail_on, crashes=Path(crashes),
                        minimize_seconds=0.0, write_regressions=False)

@@ -1,18 +1,8 @@
 """A fuzzing run's settings: one frozen, typed object, and the one way it reaches a process it starts.
 
-``gdnfuzz run``, ``gdnfuzz ci``, the campaign, a corpus merge and the benchmarks all build a
-:class:`RunSettings`; the harness workers and the reducer read theirs back with
-:meth:`RunSettings.from_env`. Invariants:
-
-- the settings travel to a child process as one environment variable (:data:`ENV`), written by
-  :meth:`RunSettings.child_env` and read by :meth:`RunSettings.from_env` only: no other code reads or
-  writes a ``GDNFUZZ_*`` setting of a run, so what a worker runs under cannot drift from what its
-  parent meant;
-- ``from_env(s.child_env()) == s`` for every settings object (a round trip is exact);
-- the committed corpus dirs (seeds, regressions) are derived from ``corpus``, never passed apart;
-- by default a run writes nothing git tracks: its crash store is under :data:`OUTPUT_DIR` and its
-  findings become committed regressions only when asked (``write_regressions``, ``--add-regressions``).
-"""
+Invariants: it reaches a child only as :data:`ENV` (``child_env``/``from_env``; nothing else touches a run's
+``GDNFUZZ_*`` setting) and ``from_env(s.child_env()) == s``; committed corpus dirs derive from ``corpus``; by
+default a run writes nothing git tracks (crashes under :data:`OUTPUT_DIR`, regressions only when asked)."""
 
 from __future__ import annotations
 
@@ -36,18 +26,13 @@ CRASHES_ENV = "GDNFUZZ_CRASHES"
 
 
 def default_crashes() -> Path:
-    """The crash store a run writes when none is named: ``$GDNFUZZ_CRASHES`` (a cluster's shared store),
-    else :data:`DEFAULT_CRASHES`, never the committed ``crashes/``."""
+    """``$GDNFUZZ_CRASHES`` (a shared store), else :data:`DEFAULT_CRASHES`; never the committed ``crashes/``."""
     return Path(os.environ.get(CRASHES_ENV) or DEFAULT_CRASHES)
 
 
 @dataclass(frozen=True)
 class RunSettings:
-    """What one fuzzing run judges, its limits, and its stores.
-
-    ``crashes`` is the crash store for the run and its reducer; a harness worker's copy points at its
-    own raw area (:meth:`for_worker`). ``deadline`` (seconds since the epoch) is set once the run starts.
-    """
+    """What one fuzzing run judges, its limits and stores; ``deadline`` (epoch seconds) is set once the run starts."""
 
     candidate: str = "pre-51113"
     reference: str = "vllm"
@@ -85,8 +70,7 @@ class RunSettings:
         return self.corpus / "regressions" if self.write_regressions else None
 
     def for_worker(self, raw: Path) -> RunSettings:
-        """A harness worker's settings: its raw bundles under ``raw`` (one writer: that worker), the run's
-        crash store as ``store``."""
+        """A harness worker's settings: its raw bundles under ``raw`` (its own), the run's store as ``store``."""
         return replace(self, crashes=raw, store=self.crashes)
 
     def child_env(self, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -109,7 +93,6 @@ class RunSettings:
 
 
 def _plain(value: Any) -> Any:
-    """A settings value as JSON takes it."""
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, tuple):

@@ -1,28 +1,9 @@
-"""The ``gdnfuzz run`` process supervisor: harness workers, the reducer beside them, their output, restarts.
+"""The ``gdnfuzz run`` supervisor: harness worker subprocesses, the reducer beside them, their output, restarts.
 
-``atheris.Fuzz()`` never returns, so each worker is a harness subprocess; the supervisor passes the
-run's settings (``fuzz.search.settings.RunSettings``) through the environment, reads the workers'
-libFuzzer status lines and finding lines into a
-:class:`~fuzz.search.libfuzzer.Progress`, shows one live status line, and restarts a worker that died
-before the time was up (its last lines are kept in ``crashes/harness-crashes.log``, the input it died
-on stored as a ``worker-crash`` finding).
-
-Invariants:
-- a worker that ends other than by libFuzzer's own end or the supervisor's stop has died, whatever its
-  exit code: the input it was running (``fuzz.search.in_flight``) is stored as a finding and counted in
-  the exit code, and the worker restarts if time is left; a worker the warm server took along when it
-  went away (``fuzz.search.warm.WarmWorker.lost``) did not die of its input: it restarts cold, and
-  nothing is stored or counted;
-- each worker's raw area is its own (``WorkerDirs``), also against another run on the same directories;
-- fuzzing never waits for a finding: each worker stores its findings raw (``crashes/raw/worker-<i>/``)
-  and the one reducer process (``fuzz.search.reducer``) minimizes each signature new to this run into
-  ``crashes/<signature>/`` while the workers go on;
-- ``--max-time`` holds within a few seconds: workers stop at the deadline (libFuzzer's
-  ``-max_total_time``), the reducer stores its minimization in flight as it stands then, and anything
-  it has not reached is stored as found before the supervisor returns;
-- each signature's ``hits`` (new discoveries) and ``replays`` (committed corpus inputs run again) are
-  the sums over the workers' raw bundles, synced into its bundle when the run ends.
-"""
+Invariants: a worker that ends other than by libFuzzer's end or the supervisor's stop died: its in-flight input is
+a stored, counted finding and it restarts if time is left (one lost with the warm server restarts cold, uncounted);
+raw areas are per worker; fuzzing never waits for a finding; ``--max-time`` holds within seconds, what the reducer
+did not reach stored as found."""
 
 from __future__ import annotations
 
@@ -84,11 +65,7 @@ def corpus_dirs(settings: RunSettings) -> list[str]:
 
 
 class Reducer:
-    """The reducer process: one job per signature new to this run, its saved lines into ``progress``.
-
-    It starts once a worker has run its first input (or a job is waiting), so its own vLLM import never
-    competes with the workers' start-up for the CPU; it says when its imports are done
-    (``progress.reducer_ready``)."""
+    """The reducer process, one job per new signature; it starts after a worker's first input, not during start-up."""
 
     def __init__(self, settings: RunSettings, progress: Progress):
         self.settings, self.progress = settings, progress
@@ -107,9 +84,7 @@ class Reducer:
         return self.proc
 
     def submit_new(self, deadline: float | None) -> None:
-        """Send every signature first found since the last call (its first raw bundle); start the process
-        once fuzzing has begun, under the run's ``deadline`` as it is known then (less :data:`STORE_SECONDS`:
-        the minimization in flight at the deadline is stored by then, not after)."""
+        """Send each signature first found since the last call; start the reducer under ``deadline`` - STORE_SECONDS."""
         jobs = [(sig, raw) for sig, raw in self.progress.first_raw_bundles() if sig not in self.sent]
         if not jobs and (self.proc is not None or self.progress.first_input is None):
             return
@@ -140,10 +115,7 @@ class Reducer:
 
 
 def stop_at_deadline(procs: list[subprocess.Popen[str] | WarmWorker], grace: float = 3.0) -> None:
-    """Ask each worker to stop (libFuzzer exits on SIGTERM after printing its stats), then kill it.
-
-    libFuzzer's own ``-max_total_time`` starts counting only once vLLM is imported, so the supervisor
-    holds the deadline itself."""
+    """SIGTERM each worker (libFuzzer prints its stats), then kill it after ``grace``."""
     for proc in procs:
         if proc.poll() is None:
             proc.terminate()
@@ -164,9 +136,7 @@ def sync_signature_counts(crashes: Path, signatures: set[str]) -> None:
 
 
 class WorkerDirs:
-    """The raw areas of this run's workers: ``raw/worker-<n>``, each claimed with an exclusive lock held
-    until the run ends, so two runs on the same directories never share one (the second takes the next
-    free numbers)."""
+    """Workers' raw areas ``raw/worker-<n>``, each locked until the run ends, so two runs never share one."""
 
     def __init__(self, raw: Path):
         self.raw = raw
@@ -199,9 +169,7 @@ class WorkerDirs:
 
 def store_death(worker_dir: Path, returncode: int, log: list[str], settings: RunSettings,
                 progress: Progress) -> str | None:
-    """Store the input a dead worker was running as a finding (``fuzz.search.artifacts``: a ``hang`` when it
-    ended itself on a run that ignored its deadline); its bundle line goes into ``progress``. None when it
-    died between inputs."""
+    """Store a dead worker's in-flight input as a finding (``hang``: it ended itself); None: died between inputs."""
     data = died_on(worker_dir)
     if data is None:
         return None
@@ -214,10 +182,8 @@ def store_death(worker_dir: Path, returncode: int, log: list[str], settings: Run
 
 
 class RunClock:
-    """When the run stops: ``max_time`` after it starts (``gdnfuzz run``, as libFuzzer's
-    ``-max_total_time``) or after its first verdict (``from_first_verdict``: ``gdnfuzz ci``'s fuzzing budget,
-    which start-up does not spend: a worker's vLLM import, and the first input's own start-up, such as a
-    whole-branch candidate's process), never after ``stop_by`` (an absolute bound), and at once on ^C."""
+    """When the run stops: ``max_time`` after its start (or after its first verdict: ``gdnfuzz ci``'s budget,
+    which start-up does not spend), never after ``stop_by``, and at once on ^C."""
 
     def __init__(self, progress: Progress, max_time: float, from_first_verdict: bool, stop_by: float | None):
         self.progress = progress
@@ -239,17 +205,15 @@ class RunClock:
         return min(bounds) if bounds else None
 
     def worker_limit(self) -> int | None:
-        """A starting worker's ``-max_total_time``: what is left until :meth:`deadline` (None while that is
-        not known: the supervisor stops the worker there itself)."""
+        """A starting worker's ``-max_total_time``: the time left until :meth:`deadline`; None while unknown."""
         deadline = self.deadline()
         return None if deadline is None else max(int(deadline - time.time()), 1)
 
 
 @contextlib.contextmanager
 def interrupt_ends(clock: RunClock) -> Iterator[None]:
-    """While the block runs, a first ^C (SIGINT) ends the run as its deadline does; a second one is the
-    usual KeyboardInterrupt. Outside the main thread (no signals there), or where SIGINT is ignored (a
-    background job of a shell, ``nohup``), nothing changes."""
+    """In the block, a first ^C ends the run as its deadline does and a second is KeyboardInterrupt; nothing
+    changes outside the main thread or where SIGINT is ignored."""
     if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
@@ -267,10 +231,8 @@ def interrupt_ends(clock: RunClock) -> Iterator[None]:
 
 
 def _drain(settings: RunSettings, reducer: Reducer, clock: RunClock, status: StatusLines) -> None:
-    """Once the workers are gone, give the reducer the jobs left and time to store them: none after ^C or
-    while it is still starting (what it has not stored is then stored as found at once),
-    :data:`DRAIN_SECONDS` after a deadline (its minimization in flight stops there itself), else its
-    minimization time for each job; the wait is said."""
+    """Give the reducer the jobs left and time to store them: none after ^C or while it is still starting,
+    :data:`DRAIN_SECONDS` after a deadline, else its minimization time per job."""
     deadline = clock.deadline()
     if not clock.interrupted:
         reducer.submit_new(deadline)
@@ -286,9 +248,7 @@ def _drain(settings: RunSettings, reducer: Reducer, clock: RunClock, status: Sta
 
 
 class StatusLines:
-    """What the supervisor prints while a run goes on: the status line when its figures change (at most
-    every :data:`STATUS_EVERY_S`; unchanged, every :data:`HEARTBEAT_S`), one line per new signature,
-    and what the supervisor does itself, each under the run's elapsed seconds."""
+    """The supervisor's output: the status line (at most every :data:`STATUS_EVERY_S`), new signatures, its actions."""
 
     def __init__(self, progress: Progress, out: IO[str]):
         self.progress, self.out = progress, out
@@ -312,10 +272,7 @@ class StatusLines:
 
 def run_workers(settings: RunSettings, progress: Progress, out: IO[str] = sys.stderr, *,
                 from_first_verdict: bool = False, stop_by: float | None = None) -> ExitCode:
-    """Fuzz under ``settings`` until the run's clock (:class:`RunClock`) stops it, then store what was found.
-
-    What the user sees on ``out``: a status line when its figures change (every 2 s at most, every 10 s at
-    least), one line per new signature, and a line saying why and how the run stops."""
+    """Fuzz under ``settings`` until :class:`RunClock` stops the run, store what was found; the exit code."""
     clock = RunClock(progress, settings.max_time, from_first_verdict, stop_by)
     for root in (settings.crashes, settings.corpus):
         sweep_leftovers(root)  # what a killed earlier run left half-written

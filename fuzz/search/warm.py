@@ -1,28 +1,8 @@
-"""A warm server kept across runs (``gdnfuzz warm``): harness workers forked with vLLM already imported.
+"""A warm server kept across runs (``gdnfuzz warm``): harness workers forked with vLLM already imported (client side).
 
-A split worker's start-up is vLLM's import (5-6 s on two cores) before its first input. ``gdnfuzz warm``
-starts a server (``fuzz.search.warm_server``) that imports and instruments vLLM's scheduling code once
-and then forks a worker for each request; ``gdnfuzz run`` asks it for its workers and starts them cold
-when there is no server, or when it refuses. This module is the client side and what both sides share.
-
-Invariants:
-- a forked worker runs the code a cold one would: the server refuses a request whose interpreter or
-  import path differs from its own (``CodeKey``: the path a cold worker of the run would have, asked of
-  the interpreter itself, so ``PYTHONPATH``, a relative entry's working directory and ``.pth`` files all
-  count), refuses (then exits) once the content of any file of a module it imported changed
-  (``ImportedFiles``: a stat that changed is checked against the file's hash), and refuses a request
-  whose environment differs from the one it imported vLLM under in a variable that import reads or sets
-  (``ImportEnvironment``), and gives a worker what that import set; one server serves one interpreter
-  (its socket's name is derived from ``sys.executable`` and Python's version);
-- nothing depends on a server: one that cannot be reached, answers badly or refuses is a cold start,
-  never an error; one that goes away while its worker runs (:attr:`WarmWorker.lost`) takes that worker
-  with it, and the run starts the worker again cold, never counting it as a crash;
-- a worker forked for a run gets that run's arguments, environment, working directory and standard
-  streams, and its exit status reaches the run as a cold worker's would (a negative signal number if
-  it was killed);
-- the server never outlives its idle limit: it exits once no request has come for that long and no worker
-  it forked is alive.
-"""
+Invariants: a forked worker runs the code a cold one would (the server refuses another interpreter or import path,
+a changed imported file, or an environment differing in what vLLM's import reads or sets); no server, a bad answer
+or a refusal is a cold start, and a worker lost with its server restarts cold; the server exits after its idle limit."""
 
 from __future__ import annotations
 
@@ -57,10 +37,7 @@ def socket_path(directory: Path | None = None) -> Path:
 
 @dataclass(frozen=True)
 class ImportEnvironment:
-    """The environment a server imported and configured vLLM under (``before``), and what that import and
-    configuration set in it (``set_by_import``: vLLM, torch and their dependencies set a dozen variables,
-    ``VLLM_WORKER_MULTIPROC_METHOD`` to ``LD_PRELOAD``). A cold worker starting from ``before`` ends with
-    ``set_by_import`` set; a forked worker gets them too (:meth:`for_worker`)."""
+    """The environment vLLM was imported under (``before``) and what the import set, which a forked worker gets too."""
 
     before: dict[str, str]
     set_by_import: dict[str, str]
@@ -83,8 +60,7 @@ class ImportEnvironment:
 
 @dataclass(frozen=True)
 class CodeKey:
-    """What decides which code a worker imports, besides its environment's other variables: the interpreter
-    (its real path and version) and the import path (``sys.path``) it starts with."""
+    """What decides a worker's code besides its environment: the interpreter (real path, version) and ``sys.path``."""
 
     interpreter: str
     sys_path: tuple[str, ...]
@@ -131,11 +107,8 @@ COLD_PATH_TIMEOUT_S = 60.0
 
 
 class ImportedFiles:
-    """The files of the modules a server imported, each with a stat and its content's hash, taken at start.
-
-    Invariant: :meth:`changed` names a file exactly when its content (or its presence) is no longer what
-    was imported: a stat that differs (size, times, inode) is checked against the hash, so a file touched
-    or rewritten with the same bytes is not a change, and one rewritten with the same size and time is."""
+    """The imported modules' files with a stat and a content hash taken at start; :meth:`changed` names a file
+    exactly when its content or presence changed (a changed stat is checked against the hash)."""
 
     def __init__(self, paths: list[str]):
         self.stamps = {path: _stamp(path) for path in paths}
@@ -181,8 +154,7 @@ def _connect(path: Path, timeout: float) -> socket.socket | None:
 
 def ask(message: dict[str, Any], path: Path | None = None, timeout: float = 5.0,
         fds: list[int] | None = None) -> tuple[socket.socket, dict[str, Any]] | None:
-    """Send ``message`` (with ``fds``) to the server and read its first answer; None if there is no server
-    or it did not answer. The socket stays open for what the server says later."""
+    """Send ``message`` (and ``fds``); the open socket and the server's first answer, or None if none answered."""
     sock = _connect(path or socket_path(), timeout)
     if sock is None:
         return None
@@ -196,10 +168,8 @@ def ask(message: dict[str, Any], path: Path | None = None, timeout: float = 5.0,
 
 
 class WarmWorker:
-    """A worker the server forked: the part of ``subprocess.Popen`` the run's supervisor uses (``pid``,
-    ``stderr``, ``poll``, ``wait``, ``terminate``, ``kill``, ``returncode``). Its exit status comes from
-    the server, which is its parent; if the server goes away first, the worker is killed with its process
-    group and :attr:`lost` is set: the run starts it again cold (its end says nothing of its input)."""
+    """A server-forked worker with the ``subprocess.Popen`` surface the supervisor uses, its exit status from the
+    server; if the server goes first, the worker's group is killed and :attr:`lost` set (restart it cold)."""
 
     def __init__(self, sock: socket.socket, pid: int, stderr: IO[str]):
         self.sock, self.pid, self.stderr = sock, pid, stderr
@@ -256,9 +226,7 @@ class WarmWorker:
 
 
 def fork_worker(argv: list[str], env: dict[str, str], cwd: str) -> WarmWorker | None:
-    """A harness worker forked by the server with these arguments (``sys.argv`` as the harness gets it),
-    environment and working directory, its stderr a pipe to us; None (start it cold) if no server
-    forked one."""
+    """A harness worker the server forked with this argv, env and cwd, its stderr a pipe to us; None: start it cold."""
     if not socket_path().exists():
         return None  # no server: a cold start, without asking the interpreter for its import path
     code = CodeKey.cold(env, cwd)
@@ -296,10 +264,8 @@ def status(path: Path | None = None) -> dict[str, Any] | None:
 
 
 def start_server(idle: float, env: dict[str, str], path: Path | None = None) -> dict[str, Any]:
-    """Start a server in its own session, in ``env`` (the environment runs give their workers: the one it
-    imports vLLM under, ``ImportEnvironment``), and return its status once it answers; one
-    already running is returned as it is. A server that dies before it answers is a ``RuntimeError``
-    with its log's last line."""
+    """Start a server in its own session under ``env``; its status once it answers (a running one's as it is).
+    A server that dies first is a ``RuntimeError`` with its log's last line."""
     path = path or socket_path()
     running = status(path)
     if running is not None:

@@ -1,14 +1,7 @@
-"""``python -m fuzz.search.warm_server SOCKET IDLE_S``: the warm server ``gdnfuzz warm`` starts.
+"""``python -m fuzz.search.warm_server SOCKET IDLE_S``: imports vLLM once, then forks harness workers on request.
 
-It imports and instruments vLLM's scheduling code once (``fuzz.search.harness.prepare``), runs a few
-scenarios so vLLM's first configuration builds are done (:func:`warm_up`), then answers
-requests on a Unix socket, one datagram each: ``status``, ``stop``, and ``fork`` (arguments,
-environment, working directory, and three file descriptors for the worker's standard streams), for
-which it forks a harness worker, answers its pid, and later its exit status on the same connection.
-The invariants are ``fuzz.search.warm``'s. It is single-threaded (nothing else runs while it forks),
-binds its socket under a temporary name and renames it into place once ready, and removes it when it
-exits or stops serving.
-"""
+The invariants are ``fuzz.search.warm``'s; it is single-threaded, binds its socket under a temporary name, renames it
+into place once ready, and removes it when it stops serving."""
 
 from __future__ import annotations
 
@@ -155,8 +148,7 @@ class Server:
             os._exit(code)
 
     def _client_gone(self, conn: socket.socket) -> None:
-        """The run that asked for this worker closed its connection (it ended, or was killed or interrupted:
-        a cold worker in its process group would have had the signal): the worker's process group is killed."""
+        """The run that asked for these workers closed its connection: their process groups are killed."""
         conn.close()
         for pid in [pid for pid, c in self.children.items() if c is conn]:
             self.children[pid] = None
@@ -195,10 +187,7 @@ WARM_UP_SCENARIOS = 8
 
 
 def warm_up() -> None:
-    """Run a few generated scenarios on the sim, vLLM against itself, so that what vLLM imports and builds
-    at its first engine configuration (1-2 s: its executor, tracing and platform modules) is done here,
-    once, and not at each forked worker's first input. Only caches get warm: every later build equals a
-    fresh one (``workers.sim.scheduler``, ``tests/test_sim_reuse.py``)."""
+    """Run a few scenarios, vLLM against itself, so first-configuration builds happen here once (only caches warm)."""
     vllm = resolve_policy("vllm")
     for seed in range(WARM_UP_SCENARIOS):
         with contextlib.suppress(ConfigRejected):

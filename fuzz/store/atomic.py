@@ -1,18 +1,8 @@
-"""The one atomic write: a killed process leaves the old file or the new one, never half of either.
-
-Every file gdnfuzz writes (bundles, corpus entries, ``gen`` output, issue files, the dashboard) goes
-through :func:`atomic_write`. Invariants:
-- the bytes go to a fresh temporary file in the same directory (created with ``O_EXCL`` and
-  ``O_NOFOLLOW``, so nothing planted at its name is followed), are flushed and fsynced, then renamed
-  over the target (``os.replace`` is atomic on POSIX), and the directory is fsynced;
-- a target that is a symbolic link is refused, so a planted link never redirects a write;
-- the file gets the mode a plain ``open(path, "w")`` would (0666 less the umask), so other users of
-  a shared cluster mount can read what they are meant to;
-- every temporary gdnfuzz makes in a store (this file's, a bundle's staging directory) is named by
-  :func:`temporary_name`: hidden, ending ``.tmp``, and naming the host and process that own it, so
-  :func:`sweep_leftovers` removes what a killed writer left (its process gone, or the temporary older
-  than :data:`LEFTOVER_AGE_S`) and never what a live writer, on this host or another, is writing.
-"""
+"""The one atomic write, for every file gdnfuzz writes: a killed process leaves the old file or the new one (an
+``O_EXCL | O_NOFOLLOW`` temporary, fsynced, renamed over the target, the directory fsynced; no symlink target; the
+mode ``open(path, "w")`` gives). Store temporaries are named by :func:`temporary_name` (hidden, ``.tmp``, host, pid),
+so :func:`sweep_leftovers` removes a killed writer's (owner gone or older than :data:`LEFTOVER_AGE_S`), never a
+live one's."""
 
 from __future__ import annotations
 

@@ -1,48 +1,8 @@
-"""The crash bundle: one directory ``crashes/<signature>/`` per finding, and the one module that
-writes, reads, validates and updates it.
-
-A bundle holds:
-
-- ``scenario.json``: the minimized scenario (the format of :mod:`fuzz.model.scenario`) with an
-  ``expect`` annotation; also written to ``corpus/regressions/<signature>.json`` so CI replays it;
-- ``original.json``: the input as the fuzzer found it;
-- ``verdict.json``: ``signature``, ``class`` (``correctness`` or ``efficiency``), ``kind``, ``summary``
-  (one line), ``candidate``, ``reference``, ``fail_on``,
-  ``first_request``, ``first_step``, ``tier``, ``confirmed`` (``"confirmed"``, ``"not confirmed"``,
-  ``"inconclusive"`` or null), ``environment`` (``vllm``, ``torch``, ``device``; more keys allowed),
-  ``hits``, the full verdict and the minimization's stage timings;
-- ``report.md``: the human-readable report, as its renderer gave it (``fuzz.report.finding_report``
-  renders it; this module stores data and never renders);
-- ``test_regression.py`` (bundles written since ``gdnfuzz export-test`` exists): the finding as a pytest
-  file that needs only vLLM and pytest (``fuzz.report.exported_test``).
-
-Invariants kept here:
-- one directory per signature: a second finding of a known signature only bumps ``hits``;
-- every file is written through ``fuzz.store.atomic.atomic_write``, and ``verdict.json`` last, so a
-  bundle with a verdict is complete; a new bundle is written in a hidden staging directory
-  (``.staging.HOST.PID.HEX.tmp/<signature>/``, ``fuzz.store.atomic.temporary_name``) and renamed into place whole (:func:`_new_bundle`), so neither a
-  failed write (a full or read-only disk: the staging directory and a new regression file are removed)
-  nor a kill leaves a bundle directory without its ``verdict.json``; every later change to
-  ``verdict.json`` goes through :func:`update_verdict` (read, change, one atomic write);
-- :func:`load_bundle` accepts a bundle only if every file is present, every field has its type and
-  the signature is the directory's name; anything else raises :class:`BundleError` naming the file
-  and the field.
-
-A finding's later life is recorded here too, each change one :func:`update_verdict`:
-
-- ``verifications``: candidate key (``vllm 0.33.0``, ``split@<sha>``, a policy spec) -> what
-  ``gdnfuzz verify-fixed`` saw there: ``status`` (:data:`VERIFY_STATES`), ``tries``, ``hits``,
-  ``candidate`` (what was checked, in words), ``canary``, ``signatures``, ``notes``, and ``issue``
-  (``repo``, ``number``, ``action``; for ``left closed`` the ``reason``) once the issue was brought in
-  line. A key present means that candidate was checked: a second run changes nothing;
-- ``reproducibility``: ``tries`` and ``hits`` (``0 <= hits <= tries``) of the latest verification;
-- ``fixed_in``: null, or where the finding stopped reproducing (``candidate``, and for a git
-  revision ``revision``, ``subject`` and ``last_bad``);
-- ``regression_range``: null, or the first revision where it reproduces (``first_bad``,
-  ``subject``, ``last_good``, ``mode``, ``checkout``, ``skipped``, ``loaded``, ``revisions``);
-- ``report.md`` gets a section for these facts, rewritten before ``verdict.json`` on every such change
-  (``fuzz.report.lifecycle`` records them, through :func:`write_verdict` and :func:`check_lifecycle`).
-"""
+"""The crash bundle ``crashes/<signature>/`` (``scenario.json`` with ``expect``, also in ``corpus/regressions/``;
+``original.json``, ``verdict.json``, ``report.md``, maybe ``test_regression.py``): stored here, never rendered.
+Invariants: one directory per signature (a repeat bumps ``hits``); files written atomically, ``verdict.json`` last, in
+a staging directory renamed into place whole; later changes go through :func:`update_verdict`; :func:`load_bundle`
+takes only a complete, well-typed bundle named by its signature, else :class:`BundleError` naming file and field."""
 
 from __future__ import annotations
 
@@ -107,8 +67,7 @@ class CrashBundle:
 
     @property
     def symptom(self) -> str:
-        """The finding's name after what it shows (its signature where no root cause names it): what a
-        try that looks for no root cause (``fuzz.triage.verify.trial``) calls it."""
+        """The name after what it shows (the signature where no root cause names it), as ``verify.trial`` calls it."""
         return self.verdict.get("symptom") or self.signature
 
     @property
@@ -147,8 +106,7 @@ class Environment(TypedDict):
 
 
 class Verdict(TypedDict):
-    """The fields of ``verdict.json`` every reader relies on, in the order they are checked; other keys
-    are kept as they are. A finding's later life is :class:`Lifecycle`."""
+    """The ``verdict.json`` fields every reader relies on, in check order; other keys kept (later life: Lifecycle)."""
 
     signature: Signature
     kind: Given
@@ -175,7 +133,7 @@ class Issue(TypedDict):
 
 
 class Verification(TypedDict):
-    """One ``verifications`` record; more keys allowed (``canary``, ``signatures``, ``notes``)."""
+    """A ``verifications`` record: a candidate key present was checked (a rerun changes nothing); more keys allowed."""
 
     status: Annotated[Literal[VERIFY_STATES], _one_of(VERIFY_STATES)]
     tries: Tries
@@ -206,7 +164,7 @@ Record = Annotated[Verification, Says(lambda v: f"expected an object, got {v!r}"
 
 
 class Lifecycle(TypedDict, total=False):
-    """A finding's later life (module docstring): optional fields, each checked where present."""
+    """A finding's later life, each field checked where present (``fuzz.report.lifecycle`` rewrites report.md first)."""
 
     reproducibility: Annotated[Counts | None, _expected("dict")]
     verifications: Annotated[dict[str, Record] | None, _expected("dict or null")]
@@ -271,12 +229,8 @@ def load_bundle(path: str | Path) -> CrashBundle:
 
 def save_finding(f: Finding, crashes: Path, regressions: Path | None, documents: Callable[[Path], dict[str, str]],
                  replay: bool = False) -> Path:
-    """Write the bundle for ``f.signature``, or count one more occurrence of it; returns the bundle directory.
-
-    ``documents(bundle)`` renders the bundle's documents, file name to text: ``report.md`` and, where
-    the renderer gives one, ``test_regression.py`` (called only when the bundle is new). ``replay``: the
-    input was a committed corpus file (a known regression run again), which counts in ``replays``, not
-    in ``hits`` (new discoveries)."""
+    """Write the bundle for ``f.signature``, or count one more occurrence; returns the bundle directory. ``documents``:
+    name -> text, for a new bundle only; ``replay``: a committed corpus input, counted in ``replays``, not ``hits``."""
     bundle = crashes / f.signature
     verdict_file = bundle / "verdict.json"
     if verdict_file.exists():
@@ -329,9 +283,8 @@ def _write_bundle(f: Finding, bundle: Path, staging: Path, regression: Path | No
 
 @contextlib.contextmanager
 def _new_bundle(bundle: Path, regression: Path | None) -> Iterator[Path]:
-    """Yield the staging directory a new bundle is written into; once the writes are done, rename it into
-    place whole (what an older writer left there without a ``verdict.json`` is replaced). If a write fails,
-    the staging directory and a regression file the writes created are removed, and the error goes on."""
+    """Yield a staging directory for a new bundle, then rename it into place whole (replacing a verdict-less leftover);
+    on failure remove it and a regression file the writes created, and re-raise."""
     parent = bundle.parent / temporary_name("staging")
     new_regression = regression is not None and not regression.exists()
     try:
@@ -372,8 +325,7 @@ def update_verdict(bundle: Path, **changes: Any) -> dict[str, Any]:
 
 
 def count_occurrence(bundle: Path, replay: bool = False) -> None:
-    """One more occurrence of the bundle's signature: a new discovery (``hits``) or a replay of a
-    committed corpus input (``replays``)."""
+    """One more occurrence: a new discovery (``hits``) or a replay of a committed corpus input (``replays``)."""
     add_occurrences(bundle, 1, replay)
 
 
@@ -385,8 +337,7 @@ def add_occurrences(bundle: Path, n: int, replay: bool = False) -> None:
 
 
 def sync_counts(bundle: Path, raw_bundles: list[Path]) -> None:
-    """Set the bundle's ``hits`` and ``replays`` to the sums over the raw bundles the fuzzers keep for
-    its signature (each fuzzer counts its own; the sum is the signature's whole count)."""
+    """Set ``hits`` and ``replays`` to the sums over the fuzzers' raw bundles of the signature (each counts its own)."""
     if not raw_bundles:
         return
     raws = [load_verdict(p / "verdict.json") for p in raw_bundles]
@@ -395,8 +346,7 @@ def sync_counts(bundle: Path, raw_bundles: list[Path]) -> None:
 
 
 def store_as_found(raw_bundle: Path, crashes: Path, regressions: Path | None) -> Path:
-    """Store a fuzzer's raw bundle as the signature's bundle, unminimized (the run's time was up before
-    its minimization), ``verdict.json`` last; returns the bundle directory."""
+    """Store a raw bundle as the signature's bundle, unminimized, ``verdict.json`` last; returns its directory."""
     sig = load_verdict(raw_bundle / "verdict.json")["signature"]
     bundle = crashes / sig
     regression = None if regressions is None else regressions / f"{sig}.json"

@@ -1,37 +1,8 @@
-"""Corpus merge: keep the shared corpus small with no loss of coverage (libFuzzer's own set-cover merge).
-
-Layout (see :mod:`workers.campaign.driver`): ``corpus/queue/`` holds the shared corpus
-(its top-level files) and one working directory per fuzzer,
-``corpus/queue/<actor>/``, where that fuzzer's libFuzzer writes new inputs.
-``corpus/seeds/`` and ``corpus/regressions/`` are committed and read-only.
-
-:func:`merge_corpus` runs the atheris harness with ``-set_cover_merge=1`` (the
-coverage is vLLM's instrumented scheduler code, measured by libFuzzer itself):
-the seeds and regressions are the baseline (what they cover needs no shared
-entry), every file under ``corpus/queue/`` is a candidate, and libFuzzer picks
-a small set of candidates covering every feature the candidates add. Then:
-
-- the shared corpus becomes exactly the selected inputs (files named by their
-  SHA-1, as libFuzzer names corpus files), each written atomically;
-- a candidate file that was listed before the merge and is now either selected
-  (hence in the shared corpus) or redundant is removed from its working
-  directory; a file written after the listing is never touched;
-- each fuzzer's working directory receives the selected inputs that came from
-  the other fuzzers in this round, so a running libFuzzer picks them up through
-  its ``-reload`` of its first corpus directory.
-
-Invariant: coverage is never lost. If the merge fails (non-zero exit, no
-summary line, time out), nothing under ``corpus/queue/`` is changed. An input
-larger than :data:`MAX_INPUT_BYTES` (libFuzzer's ``-max_len`` under gdnfuzz: it
-would never run as it is) is neither read whole, copied nor removed: it is left
-in place and named in the report (``skipped``), so a sparse 1 GB file in a queue
-costs nothing and is never rewritten as a dense one.
-
-libFuzzer's merge re-executes ``argv[0]`` for its crash-resistant inner pass,
-so ``argv[0]`` is a small executable wrapper (written to a temporary
-directory) that runs the harness; the outer process itself runs atheris with
-an empty target, since it never executes an input.
-"""
+"""Corpus merge: keep the shared corpus (``corpus/queue/``'s top level; ``queue/<actor>/``: a fuzzer's working dir)
+small with no loss of coverage, by libFuzzer's ``-set_cover_merge=1`` over the seeds and regressions. Invariants: a
+failed merge changes nothing under ``corpus/queue/``; the shared corpus becomes the selected inputs (SHA-1 names);
+listed candidates selected or redundant are removed, later files never; each working dir gets the others' selected
+inputs; an input over :data:`MAX_INPUT_BYTES` is never read whole, copied nor removed, only reported (``skipped``)."""
 
 from __future__ import annotations
 
@@ -84,10 +55,7 @@ CONTENT_NAME = re.compile(r"[0-9a-f]{40}")
 
 
 def remove_torn_inputs(directory: Path) -> list[Path]:
-    """Remove what a cut-short write left in a libFuzzer queue ``directory`` (a full or read-only disk: libFuzzer
-    does not check its writes): each file named as libFuzzer names inputs, by the SHA-1 of its content, whose
-    content no longer has that SHA-1. Other files are left alone. Call it only while no libFuzzer writes there
-    (a file being written looks torn). Returns the paths removed."""
+    """Remove and return the queue files whose content lacks the SHA-1 naming them; only while nothing writes there."""
     torn = [p for p in list_inputs(directory)
             if CONTENT_NAME.fullmatch(p.name) and content_name(p.read_bytes()) != p.name]
     for path in torn:
@@ -103,6 +71,7 @@ def list_inputs(directory: Path) -> list[Path]:
 
 
 def _wrapper(tmp: Path) -> Path:
+    """An executable running the harness: libFuzzer's merge re-executes ``argv[0]`` for its inner pass."""
     path = tmp / "gdnfuzz-harness"
     path.write_text(WRAPPER.format(python=shlex.join(python_command())))
     path.chmod(0o755)
@@ -111,8 +80,7 @@ def _wrapper(tmp: Path) -> Path:
 
 def run_libfuzzer_merge(out: Path, candidates: list[Path], env: dict[str, str], timeout: float,
                         flags: tuple[str, ...] = (), mode: str = "-set_cover_merge=1") -> tuple[int, int, int]:
-    """Merge ``candidates`` into ``out`` with the harness (``mode``: libFuzzer's ``-set_cover_merge=1`` or
-    ``-merge=1``); returns (new files, new features, new edges)."""
+    """Merge ``candidates`` into ``out`` (``mode``: ``-set_cover_merge=1`` or ``-merge=1``): files, features, edges."""
     with tempfile.TemporaryDirectory(prefix="gdnfuzz-merge-") as tmp:
         cmd = [*python_command("-c", OUTER), str(_wrapper(Path(tmp))), mode, f"-merge_control_file={Path(tmp) / 'control'}",
                *flags, str(out), *map(str, candidates)]
@@ -171,8 +139,7 @@ def merge_corpus(queue: Path, baseline: list[Path], env: dict[str, str], timeout
 
 
 def read_inputs(paths: list[Path], max_bytes: int) -> tuple[dict[Path, bytes], list[Path]]:
-    """The contents of the inputs of at most ``max_bytes`` bytes, and the others, each read no further than
-    ``max_bytes + 1`` bytes (its size is checked first; one that grew meanwhile is caught by the read)."""
+    """The contents of inputs of at most ``max_bytes``, and the others; none is read past ``max_bytes + 1`` bytes."""
     contents: dict[Path, bytes] = {}
     oversized: list[Path] = []
     for path in paths:

@@ -1,38 +1,8 @@
-"""Campaign statistics: one JSON line per actor report, appended, read back tolerating a torn tail.
-
-Each line is one :class:`StatsRow`: what one actor (``fuzzer-0``,
-``verifier-1``, ``crash-store``, ...) reported at one time. Counters are the
-actor's own running totals, not deltas, so the latest row of each actor is its
-whole story and a lost row loses nothing.
-
-Invariants kept here:
-- A row is written with one ``write(2)`` of one whole line on a file opened
-  ``O_APPEND``, so concurrent writers on one local file never interleave. (On
-  NFS/EFS, appends from several hosts are not atomic: on a cluster let one
-  process, the campaign driver, write the file.)
-- A writer killed mid-line leaves at most one torn last line without its
-  newline. :class:`StatsReader` never consumes bytes past the last newline, so
-  a torn tail is skipped now and read once it is complete; a malformed line
-  *with* its newline is corruption and raises :class:`StatsError` naming the
-  file, line and field.
-- Totals across actors sum the per-actor counters (``execs``, ``exec_per_s``,
-  ``findings``, ``verifier_queue``, ``restarts``: report each finding from one
-  actor only) and take the maximum of the shared gauges (``coverage``,
-  ``corpus_size``: every actor sees the one shared corpus; the cluster's
-  ``nodes``, ``nodes_lost``, ``cpus``, ``cpus_lost``: only the ``cluster`` row
-  carries them).
-- Liveness is written, never inferred from silence: a campaign's actor rows carry
-  ``state`` (:data:`ACTOR_STATES`) and an actor that does not answer gets a row
-  saying so with ``exec_per_s`` 0, so no table shows a lost actor alive with its
-  last rate. Two rows are not actors: ``campaign`` (``state`` running, ended or
-  head-lost) and ``cluster`` (the nodes and CPUs alive and lost since the start).
-- Rows named ``profile:<name>`` are not actors either: under the mixture (``fuzz.search.mixture``), a
-  workload profile's figures summed over the fuzzers (``execs``: inputs it made; ``seconds``: their run
-  time; ``coverage``: features they reached first; ``findings``: signatures they found first; ``share``:
-  its share of draws now, the fuzzers' mean; ``homes``: the fuzzers that started leaning toward it).
-  They are in no total and no per-actor series.
-  Rows without ``state`` (files written before it existed) read as they did.
-"""
+"""Campaign statistics: one JSON line (:class:`StatsRow`) per actor report, appended, read back tolerating a torn tail.
+Counters are running totals, so an actor's latest row is its whole story. Invariants: a row is one ``write(2)`` of a
+whole line, ``O_APPEND`` (atomic on a local file, not across NFS hosts); a torn last line waits for its newline, a bad
+complete one raises :class:`StatsError`; totals sum ``SUMMED``, take the max of ``SHARED``; liveness is written
+(``state``; a silent actor gets a row at rate 0); ``campaign``, ``cluster``, ``profile:`` rows are not actors."""
 
 from __future__ import annotations
 
@@ -70,9 +40,8 @@ MAX_COUNTER = (1 << 63) - 1
 
 
 def _number(kind: type, limit: float = MAX_COUNTER) -> Any:
-    """A field of ``kind`` in ``[0, limit]``, with the stats file's messages. A float field takes an
-    integer too, kept as it is; a float is bounded by the largest float not above ``limit`` (pydantic
-    compares a float with the limit rounded to a float: ``2**63`` would pass ``MAX_COUNTER``)."""
+    """A field of ``kind`` in ``[0, limit]`` with the stats file's messages; a float field takes an int as it is and is
+    bounded by the largest float not above ``limit`` (pydantic compares with the limit rounded to a float)."""
     top = float(limit) if float(limit) <= limit else math.nextafter(float(limit), 0.0)
     members = [Annotated[int, Strict(), Field(ge=0, le=limit)]]
     if kind is float:
@@ -94,8 +63,7 @@ class StatsError(InputError):
 
 @dataclass(frozen=True)
 class StatsRow:
-    """One line of a stats file; the field types are the file format's (keys it does not know are
-    ignored, so an older reader reads a newer file)."""
+    """One stats line, typed as the format is; unknown keys are ignored (an older reader reads a newer file)."""
 
     time: Time  # seconds since the epoch
     actor: Text
@@ -130,12 +98,8 @@ class StatsRow:
 
 
 class StatsWriter:
-    """Appends rows to a JSON-lines file (created with its parent directories).
-
-    A write that the disk cuts short (full disk, file size limit) is taken back: the file is truncated
-    to where the row began and the write raises ``OSError``, so a later row never lands after a torn one
-    (the one writer of a campaign's file is its driver, so nothing else can have been appended since).
-    """
+    """Appends rows to a JSON-lines file. A write the disk cuts short is truncated back and raises ``OSError``, so no
+    row lands after a torn one (a campaign's driver is the one writer)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -171,8 +135,7 @@ class StatsReader:
         self._line = 0
 
     def poll(self) -> list[StatsRow]:
-        """New complete rows; raises ``FileNotFoundError`` while the file does not exist, and
-        :class:`StatsError` for a file that cannot be read (a directory, no permission) or a bad row."""
+        """New complete rows; ``FileNotFoundError`` while there is no file, :class:`StatsError` if unreadable or bad."""
         try:
             with open(self.path, "rb") as f:
                 f.seek(self._offset)

@@ -1,13 +1,5 @@
-"""Whether a store directory can take writes now, checked without writing anything.
-
-A campaign's stores (corpus queue, crash store, raw bundles) live on a shared mount that can be
-remounted read-only, fill up, or lose its permissions while fuzzers write to it; libFuzzer does not
-check its own writes and leaves zero-byte queue files then. Callers ask :func:`store_fault` before
-starting a writer and while it runs, and stop writing while it answers.
-
-Invariant: :func:`store_fault` never writes and never raises; it answers ``None`` (writable) or the
-``OSError`` a write would meet (``EROFS``, ``EACCES``, ``ENOSPC``, ``ENOENT``), naming the directory.
-"""
+"""Whether a store directory can take writes now. Invariant: :func:`store_fault` never writes, never raises, and answers
+``None`` or the ``OSError`` a write would meet (``EROFS``, ``EACCES``, ``ENOSPC``, ``ENOENT``), naming the directory."""
 
 from __future__ import annotations
 
@@ -35,5 +27,4 @@ def store_fault(directory: str | Path) -> OSError | None:
 
 
 def first_fault(directories: list[Path]) -> OSError | None:
-    """The first of ``directories`` that cannot take writes, as :func:`store_fault` says."""
     return next((fault for fault in map(store_fault, directories) if fault is not None), None)

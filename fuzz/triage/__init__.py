@@ -1,2 +1,1 @@
-"""A finding's life after the fuzzer: confirm it on real state, verify it against new builds, bisect it,
-compare costs, measure coverage, and ``gdnfuzz ci``'s pipeline."""
+"""A finding's life after the fuzzer: confirm, verify, bisect, compare costs, coverage, ``gdnfuzz ci``."""

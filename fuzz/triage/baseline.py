@@ -1,12 +1,7 @@
-"""The baseline of ``gdnfuzz ci``: the signatures already known, which never fail a run.
+"""The baseline of ``gdnfuzz ci``: signatures already known, which never fail a run.
 
-Two sources, combinable: a file (one signature a line; blank lines and ``#`` comments ignored) and
-the open issues of a GitHub repository (``fuzz.report.github_baseline``: titles ``gdnfuzz <sig>: ...``
-as ``gdnfuzz file-issue`` writes them). A baseline file that cannot be read is an input error naming it.
-
-:func:`recorded_own_findings` is the baseline of a null run (a policy against itself): the bugs of
-that policy the corpus records, each a file whose ``expect`` says the policy itself diverges.
-"""
+Sources, combinable: a file (a signature a line; blanks and ``#`` comments ignored) and a repository's open issues
+(``fuzz.report.github_baseline``); a null run's is :func:`recorded_own_findings`."""
 
 from __future__ import annotations
 
@@ -25,8 +20,7 @@ SIGNATURE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY
 
 
 def read_baseline(path: str | Path) -> set[str]:
-    """The signatures of a baseline file, read a line at a time: a file over :data:`MAX_BASELINE_BYTES`, not a
-    regular file, not UTF-8 or with a line that is no signature is a FieldError naming it."""
+    """A baseline file's signatures; too big, irregular, not UTF-8 or a non-signature line: FieldError naming it."""
     found: set[str] = set()
     lines = json_input.read_lines(path, lambda _, why: FieldError("baseline", f"cannot be read ({why})", path),
                                   MAX_BASELINE_BYTES)
@@ -45,9 +39,7 @@ def _refuse(path: Path, why: str) -> None:
 
 
 def recorded_own_findings(corpus: str | Path, policy: Policy) -> set[str]:
-    """Signatures, as ``policy`` against itself names them, of the corpus files that expect ``policy``
-    to diverge (``"expect": {"<policy>": "diverged"}``: a bug of that policy's own, with its evidence in
-    the file's note). A null run that finds anything else has found a false positive."""
+    """Signatures (``policy`` vs itself) of corpus files expecting ``policy`` to diverge; others: false positives."""
     known = set()
     for path in json_input.json_files(Path(corpus), _refuse):
         scenario, notes = load_scenario(path)

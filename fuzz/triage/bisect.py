@@ -1,24 +1,9 @@
-"""Bisect a finding over a vLLM git history: the first revision where it reproduces (the regression
-range) or, with ``fixed``, the first where it stops reproducing (the fixed range).
+"""Bisect a finding over a vLLM history (``--first-parent``): the first revision where it reproduces (``fixed``: stops).
 
-The history is ``git rev-list --first-parent --reverse OLD..NEW``, where OLD is ``good`` (``bad`` with
-``fixed``) and NEW the other end. Each revision probed is read from git objects into a temporary
-checkout (``fuzz.model.revision``) and run as a candidate in split-only or whole-branch mode
-(``fuzz.triage.candidate``); one try of the bundle there (``fuzz.triage.verify.trial``) says:
-
-- ``reproduces``: it counts the bundle's finding (its signature, or the symptom a root-cause-named
-  finding shows, since one try looks for no root cause);
-- ``clean``: it counts nothing;
-- ``skipped``: it cannot be loaded against the installed vLLM (no split, a syntax error, a name the
-  installed vLLM lacks, a branch child refusing) or it counts another finding, which says nothing
-  about this one. As ``git bisect skip`` does, the search goes on around it.
-
-Invariants: both ends are probed first and must be what the user says (the old end without the
-finding's change, the new end with it), else an InputError; the search is classic binary search over
-the revisions not yet probed, skipped ones being avoided by taking the untested revision nearest the
-middle; the result names the first changed revision, its subject and the other end (the last
-revision before it), or, when skipped revisions leave it open, every revision it may be.
-"""
+Each revision, read from git objects into a temporary checkout, is tried once: ``reproduces``, ``clean`` or ``skipped``
+(cannot load, or counts another finding; searched around, as ``git bisect skip``). Invariants: both ends are probed
+first and must be as the user says (else InputError); the result is the first changed revision and the one before it,
+or every revision it may be when skips leave it open."""
 
 from __future__ import annotations
 
@@ -38,8 +23,7 @@ Probe = Callable[[int], str]  # index into the history -> "changed" / "unchanged
 
 @dataclass
 class Search:
-    """Where a search over ``n`` revisions ended: ``before`` is the last unchanged index (-1: the old
-    end), ``first`` the first changed one (``n - 1`` at worst); ``skipped`` the indices that said nothing."""
+    """A search's end: ``before`` the last unchanged index (-1: old end), ``first`` the first changed, ``skipped``."""
 
     before: int
     first: int
@@ -51,8 +35,7 @@ class Search:
 
 
 def search(n: int, probe: Probe) -> Search:
-    """Binary search for the first index in ``range(n)`` whose probe is ``changed``, given that the
-    old end (index -1) is unchanged and index ``n - 1`` changed."""
+    """Binary search for the first changed index in ``range(n)``, given index -1 unchanged and ``n - 1`` changed."""
     result = Search(-1, n - 1)
     while True:
         untested = [i for i in range(result.before + 1, result.first) if i not in result.skipped]
@@ -95,8 +78,7 @@ class BisectResult:
 
 def bisect(bundle: CrashBundle, checkout: Path, good: str, bad: str, fixed: bool = False, mode: str = "split",
            log: Callable[[str], None] = lambda _: None, reference_spec: str | None = None) -> BisectResult:
-    """Bisect ``bundle``'s finding over ``checkout``'s history between ``good`` and ``bad`` (module docstring),
-    judged against ``reference_spec`` (default the bundle's own, if built in: ``fuzz.triage.verify.reference_of``)."""
+    """Bisect ``bundle``'s finding over ``checkout`` (``good`` to ``bad``) vs ``reference_spec`` (``reference_of``)."""
     if mode not in MODES:
         raise InputError(f"--mode: expected one of {', '.join(MODES)}, got {mode!r}")
     reference = reference_of(bundle, reference_spec)  # a bad reference is the bundle's fault, not a revision's

@@ -1,12 +1,7 @@
-"""What a finding is checked against after it was found: the installed vLLM, a policy or checkout, or
-a git revision of a checkout (``gdnfuzz verify-fixed``, ``gdnfuzz bisect``).
+"""What a finding is checked against after it was found: the installed vLLM, a policy or checkout, or a git revision.
 
-Invariant: a :class:`Candidate`'s ``key`` names exactly what ran (the vLLM version, the policy spec, or
-the mode and full sha of a revision), so a bundle's verification recorded under it is valid for every
-later run with the same key; ``label`` says the same in words, for issue comments. (A checkout
-directory or policy file is keyed by its path, whose contents may change: a git revision is the fixed
-point to verify against.)
-"""
+Invariant: a :class:`Candidate`'s ``key`` names exactly what ran (vLLM version, policy spec, or mode and full sha), so a
+verification recorded under it holds for every later run with that key; ``label`` says it in words."""
 
 from __future__ import annotations
 
@@ -55,8 +50,7 @@ def checkout_policy(root: Path, mode: str) -> Policy:
 
 @contextmanager
 def at_revision(repo: Path, rev: str, mode: str) -> Iterator[Candidate]:
-    """Revision ``rev`` of the checkout ``repo``, its files read from git objects into a temporary
-    directory for as long as the context lasts (the user's work tree is never touched)."""
+    """Revision ``rev`` of ``repo`` read from git objects into a temporary directory for the context's life."""
     sha = resolve(repo, rev)
     subj = subject(repo, sha)
     with materialized(repo, sha) as root:

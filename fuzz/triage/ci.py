@@ -1,20 +1,8 @@
-"""``gdnfuzz ci``'s pipeline (ClusterFuzzLite's code-change mode): replay the corpus, fuzz for a budget,
-and fail only on signatures the baseline does not know.
+"""``gdnfuzz ci``'s pipeline (ClusterFuzzLite's code-change mode): replay the corpus, fuzz, fail only on new signatures.
 
-Invariants:
-- Everything written goes under the one output directory (``CiPaths``): the fuzzing corpus (a queue
-  the CI caches between runs, plus copies of the committed seeds and regressions), the crash bundles,
-  the reports. The committed corpus is only read; findings never become committed regressions.
-- A signature fails the run only if it is not in the baseline and the reference is right
-  (``both-side-*``, ``reference-side-*``: the base build has the bug, as ClusterFuzzLite's
-  code-change mode skips crashes that reproduce on the base); the others are reported as known.
-- The replay phase judges every corpus file under the candidate and the reference on the sim tier,
-  the same verdict ``gdnfuzz replay`` gives, and says each file as it is done.
-- Fuzzing time is counted from the first verdict (start-up, a worker's vLLM import and a whole-branch
-  candidate's process, spends none of it), and nothing
-  runs past the overall time bound: a replay in flight there is cut (:func:`time_bound`) and it and the
-  files after it are reported as not judged; fuzzing stops there too.
-"""
+Invariants: everything is written under ``--out`` (:class:`CiPaths`), the committed corpus is only read; a signature
+fails only if outside the baseline with the reference right; fuzzing time counts from the first verdict; nothing
+runs past the overall time bound (:func:`time_bound`), and whatever it cut is reported as not judged."""
 
 from __future__ import annotations
 
@@ -69,8 +57,7 @@ class CiPaths:
 
 
 def corpus_files(corpus: Path, skipped: Callable[[Path, str], None]) -> list[Path]:
-    """The committed scenario files of ``corpus`` (its seeds and regressions), in a stable order: regular
-    files only, each other ``*.json`` entry (a FIFO, a socket, a directory) passed to ``skipped``."""
+    """``corpus``'s seeds and regressions in a stable order: regular files only, any other ``*.json`` to ``skipped``."""
     if not corpus.is_dir():
         raise InputError(f"{corpus}: no such corpus directory")
     return sorted(p for d in COMMITTED_DIRS if (corpus / d).is_dir() for p in json_files(corpus / d, skipped))
@@ -82,10 +69,8 @@ class TimeBoundReached(BaseException):
 
 @contextmanager
 def time_bound(until: float) -> Iterator[None]:
-    """Raise :class:`TimeBoundReached` in the main thread at ``until`` (seconds since the epoch) if the block
-    still runs then: a replay waiting on a candidate that hangs is cut there, not at its own deadline.
-    ``SIGALRM`` is free in this process (libFuzzer, which owns it, runs in the harness workers). Off the
-    main thread (signals reach only the main thread) it bounds nothing."""
+    """Raise :class:`TimeBoundReached` in the main thread at ``until`` (epoch seconds) if the block still runs, by
+    ``SIGALRM`` (libFuzzer, which owns it, runs in the workers); off the main thread it bounds nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -103,16 +88,13 @@ def time_bound(until: float) -> Iterator[None]:
 
 
 def case_name(path: Path, corpus: Path) -> str:
-    """A corpus file's name in the reports: its path from the corpus root's own name
-    (``corpus/regressions/x.json``), the same wherever the corpus is installed."""
+    """A corpus file's name in the reports: its path from the corpus root's own name (``corpus/regressions/x.json``)."""
     return (Path(corpus.resolve().name) / path.relative_to(corpus)).as_posix()
 
 
 def replay_corpus(files: list[Path], corpus: Path, candidate: Policy, reference: Policy, fail_on: FailOn,
                   until: float, said: Callable[[str], None]) -> list[Case]:
-    """One case per corpus file, replayed under ``candidate`` and ``reference`` on the sim tier, each said
-    (``said``) as it is done. At ``until`` (the overall time bound) the file in flight and those after it
-    are cases with a ``problem`` instead of a verdict."""
+    """A case per corpus file, run on sim under both policies and ``said``; at ``until`` the rest get a ``problem``."""
     cases: list[Case] = []
     try:
         with time_bound(until):
@@ -145,8 +127,7 @@ def _replay_one(path: Path, corpus: Path, candidate: Policy, reference: Policy, 
 
 
 def prepare_fuzz_corpus(committed: Path, paths: CiPaths) -> None:
-    """The fuzzing corpus under ``--out``: the cached queue as it is, fresh copies of the committed files
-    (regular files only: a FIFO or a socket there is left behind, never opened)."""
+    """The fuzzing corpus under ``--out``: the cached queue, fresh copies of the committed regular files."""
     for name in COMMITTED_DIRS:
         target = paths.corpus / name
         shutil.rmtree(target, ignore_errors=True)
@@ -161,9 +142,7 @@ def _not_regular(directory: str, names: list[str]) -> list[str]:
 
 def fuzz(committed: Path, paths: CiPaths, candidate: Policy, reference: Policy, seconds: int, jobs: int, seed: int,
          fail_on: FailOn, minimize_seconds: float, until: float) -> tuple[list[Case], Progress]:
-    """Coverage-guided fuzzing (``fuzz.search.supervisor``) for ``seconds`` counted from the first verdict
-    (start-up spends none of them), stopped at ``until`` (the overall bound) in any case; one case per
-    signature found."""
+    """Coverage-guided fuzzing for ``seconds`` from the first verdict, stopped at ``until``; a case per signature."""
     prepare_fuzz_corpus(committed, paths)
     settings = RunSettings(candidate=candidate.spec, reference=reference.spec, fail_on=fail_on, max_time=seconds,
                            seed=seed, jobs=jobs, minimize_seconds=minimize_seconds, corpus=paths.corpus,

@@ -1,20 +1,8 @@
-"""``gdnfuzz ci``'s code-change form: the PR's code as candidate, its merge base, read from git objects, as
-reference (ClusterFuzzLite's code-change mode, for a differential fuzzer).
+"""``gdnfuzz ci``'s code-change form: the PR's code as candidate against its merge base, read from git objects.
 
-The rule for *new*: a finding is new only if it does not reproduce on the base. Every scenario runs under
-both sides in the same replay, judged by the same oracle (the exact states and outputs of
-``fuzz.oracle.differential``, which need neither side to be right), so "reproduces on the base" is read
-off the verdict itself: a finding the base's run shows too (``both-side-*``) is a bug of the base, one
-only the base shows (``reference-side-*``) is one the PR fixes; both are known
-(``fuzz.report.ci_report``). Only the candidate's own (``candidate-side``, root-cause named) is new.
-
-Invariants:
-- The base is written under the one output directory (``--out/base``, replaced on each run) from git
-  objects (``fuzz.model.revision``): the user's repository is only read, and the replay commands in the
-  reports stay runnable after the check.
-- Both sides are loaded before anything is judged: a git failure, or a side that cannot be loaded on the
-  installed vLLM, is a :class:`SideUnavailable` (exit 5, infrastructure), never a finding nor a pass.
-"""
+A finding is new only if it does not reproduce on the base, read off the same verdict (``both-side-*``,
+``reference-side-*`` are known). Invariants: the base goes under ``--out/base`` (the repository is only read); both
+sides load before anything is judged, a failure being :class:`SideUnavailable` (exit 5), never a finding nor a pass."""
 
 from __future__ import annotations
 
@@ -46,8 +34,7 @@ class Base:
 
 
 def checkout_base(repo: Path, rev: str | None, dest: Path, mode: str) -> Base:
-    """Revision ``rev`` of ``repo`` (the merge base with the default upstream branch when None), written
-    under ``dest`` and loaded as a policy in ``mode`` (split-only or whole-branch)."""
+    """Revision ``rev`` of ``repo`` (None: the upstream merge base) under ``dest``, loaded as a policy in ``mode``."""
     try:
         sha = resolve(repo, rev) if rev is not None else default_base(repo)
         subj = subject(repo, sha)
@@ -60,8 +47,7 @@ def checkout_base(repo: Path, rev: str | None, dest: Path, mode: str) -> Base:
 
 
 def ensure_loads(policy: Policy, side: str, files: list[Path]) -> None:
-    """Run the first scenario under ``policy`` alone, so a whole-branch side that cannot start on the
-    installed vLLM says so now (as :class:`SideUnavailable`) rather than as the first replay's error."""
+    """Run the first scenario under ``policy`` alone, so a side that cannot start says so now (SideUnavailable)."""
     if policy.checkout is None or not files:
         return  # built in, or compiled when resolved: already loaded
     scenario, _ = load_scenario(files[0])

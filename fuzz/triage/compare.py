@@ -1,12 +1,7 @@
-"""A/B cost comparison of two split policies over a set of scenarios: what a change costs the user.
+"""A/B cost comparison of two split policies over scenarios: what a change costs the user.
 
-``compare_costs`` runs every scenario under the candidate and the reference on one tier and keeps
-both cost records (``fuzz.model.cost``); ``summarize`` reduces them to totals and distributions per
-request and per scenario, the numbers ``gdnfuzz compare`` prints and ``--json`` writes. Only costs are
-compared here: correctness is ``gdnfuzz replay``'s job, and a scenario a side cannot run (the tier
-says unsupported, or vLLM rejects its configuration) is counted and left out of every figure, so
-the two columns always cover the same requests.
-"""
+Only costs are compared (correctness is ``gdnfuzz replay``'s); a scenario a side cannot run is counted and left out of
+every figure, so both columns cover the same requests."""
 
 from __future__ import annotations
 

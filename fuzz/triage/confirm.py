@@ -1,22 +1,7 @@
-"""Confirm a finding: re-run a bundle on the engine tier (the kernel tier where the engine cannot) and record it.
+"""Confirm a finding: re-run a bundle on the engine tier (the kernel tier where the engine cannot), record it.
 
-The bundle's minimized scenario runs on vLLM's real engine under the bundle's
-candidate policy (the tier's ``poison_verdict``, ``fuzz.tiers``): a real slot whose conv/SSM
-tensors differ from the state its hash claims is ``confirmed``; no poisoned
-slot while the canary (a deliberately corrupted slot) IS caught in the same
-configuration is ``not confirmed``; anything else (the canary missed, the
-engine crashed) is ``inconclusive``, never a silent pass.
-
-Where the engine cannot run the minimized scenario's configuration (a block
-size below the smallest the model allows, EAGLE with no draft head, a KV
-connector), the bundle's original input is tried on the engine next. Where it
-cannot run that either, the finding is re-run on the kernel tier: the real GDN
-kernels on real tensors follow the real scheduler's chunks, and a resumed
-request that diverges far above tolerance, or a slot the sim names poisoned
-that is wrong on the kernels' tensors too, is ``confirmed`` there. The evidence
-always names the tier and the input that decided. State and evidence go into
-``verdict.json`` (``confirmed`` and ``confirmation``), written atomically.
-"""
+``confirmed``: a real slot's state differs from what its hash claims; ``not confirmed``: no poisoned slot while the
+canary is caught; else ``inconclusive``, never a silent pass. Evidence names the tier and input (``verdict.json``)."""
 
 from __future__ import annotations
 
@@ -37,10 +22,8 @@ INPUTS = ("scenario.json", "original.json")  # a bundle's minimized input first,
 
 def confirm_bundle(bundle: Path, tier: str = "engine", executor: Executor | None = None,
                    candidate_spec: str | None = None, reference_spec: str | None = None) -> ConfirmState:
-    """Re-run ``bundle`` on ``tier`` (or on ``executor``, one already warm), write the outcome into its
-    verdict.json, and return the state. The policies are ``candidate_spec`` and ``reference_spec`` where
-    given (the command line, a campaign's settings), else the ones the verdict names if they are built in
-    (a policy a file names is never loaded: ``fuzz.model.policies.named_in_data``)."""
+    """Re-run ``bundle`` on ``tier`` (or a warm ``executor``), write the outcome into verdict.json, return the state.
+    Policies: those given, else the verdict's if built in (a policy a file names is never loaded)."""
     bundle = Path(bundle)
     verdict = load_verdict(bundle / "verdict.json")
     where = bundle / "verdict.json"

@@ -1,19 +1,7 @@
-"""Coverage of vLLM's own caching code by a corpus: replay it on the sim tier under coverage.py.
+"""Coverage of vLLM's caching code by a corpus: each scenario replayed once on the sim tier under coverage.py.
 
-``measure(files, policy)`` runs every scenario once on the sim tier (vLLM's real Scheduler and
-KV-cache manager) with line and branch coverage of ``vllm/v1/core`` on, and returns per-function
-figures for the functions that decide what a Mamba slot holds (:data:`WATCHED`): the split
-``Scheduler._mamba_block_aligned_split`` and every method of ``MambaManager``.
-
-Trap kept out: coverage.py's tracer started before ``torch`` is imported crashes the interpreter,
-so the tier's executor (which imports vLLM and torch) is created first and coverage is started
-through its API afterwards.
-
-Inputs are decoded as the fuzzer decoded them: a ``.json`` file is a scenario file (strictly
-validated; a bad one raises ``ScenarioError`` naming it), any other file is a libFuzzer corpus
-entry, which ``fuzz.search.mutate.decode`` turns into the scenario the harness ran (from its first
-``-max_len`` bytes, as libFuzzer loads it: a sparse 1 GB entry costs 16 kB).
-"""
+Figures are per function of :data:`WATCHED`. Invariant: the executor (which imports torch) is created before
+coverage starts, as coverage.py's tracer running while ``torch`` is imported crashes the interpreter."""
 
 from __future__ import annotations
 
@@ -77,7 +65,8 @@ def corpus_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def read_input(path: Path) -> Scenario:
-    """The scenario a corpus file stands for (see the module docstring)."""
+    """The scenario a file stands for: a ``.json`` file is a strictly validated scenario (else ScenarioError), any
+    other a libFuzzer entry decoded from its first ``-max_len`` bytes (``fuzz.search.mutate.decode``)."""
     if path.suffix == ".json":
         return load_scenario(path)[0]
     with open(path, "rb") as f:  # libFuzzer loads a corpus entry up to its -max_len, and so does this

@@ -1,17 +1,7 @@
-"""Scenario files and crash bundles as the findings ``gdnfuzz export-test`` writes tests for.
+"""Scenario files and crash bundles as the findings ``gdnfuzz export-test`` writes tests for, replayed on the sim tier.
 
-A bundle says its candidate, reference and class; a scenario file is judged under the candidate and
-reference given, by default the policy its ``expect`` says diverges or regresses there (the canary
-``naive`` and ``vllm`` itself last) against ``vllm``. A policy the file names is taken only where it is a
-built-in name (``fuzz.model.policies.named_in_data``): any other is code, and a file never runs code;
-``--candidate`` / ``--reference`` give it. Either way the scenario is replayed on the sim tier, whose
-scheduler the test rebuilds. What the test expects on the installed vLLM comes from the finding's sides,
-or (where the split it checks is neither) from one more replay.
-
-Invariant: a test is written for what the replay shows now: a scenario with nothing to show under
-those policies is refused (exit 2) rather than exported as a test that proves nothing (in a suite, it
-is left out and named).
-"""
+Invariants: a policy a file names runs only if built in; a scenario showing nothing under the policies is refused
+(exit 2; in a suite, left out and named) rather than exported as a test that proves nothing."""
 
 from __future__ import annotations
 
@@ -43,9 +33,8 @@ class NothingToExport(InputError):
 
 def finding_of(path: Path, candidate: str | None = None, reference: str | None = None,
                trusted: bool = False) -> tuple[Finding, dict[str, str]]:
-    """The finding a bundle or a scenario file holds, replayed now on the sim tier, and the file's
-    annotations. A policy the file names is run only if built in, or with ``trusted`` (the user vouches for
-    the files: ``--trust-named-policies``; it still runs in its sandbox child)."""
+    """The finding a bundle or scenario file holds, replayed now on the sim tier, and the file's annotations; a named
+    policy runs only if built in, or with ``trusted`` (``--trust-named-policies``; still in its sandbox)."""
 
     def named_in_data(spec: object, where: str, flag: str) -> str:
         return str(spec) if trusted and isinstance(spec, str) else only_builtin(spec, where, flag)
@@ -84,8 +73,7 @@ def export_test(path: Path, candidate: str | None = None, reference: str | None 
 
 
 def suite_inputs(paths: Iterable[Path]) -> list[Path]:
-    """The scenario files and bundles named, a directory standing for the ``*.json`` files and bundles in
-    it, in name order."""
+    """The scenario files and bundles named (a directory: its ``*.json`` files and bundles), in name order."""
     found: list[Path] = []
     for path in paths:
         if path.is_dir() and not (path / "verdict.json").is_file():
@@ -97,9 +85,7 @@ def suite_inputs(paths: Iterable[Path]) -> list[Path]:
 
 def export_suite(paths: Iterable[Path], candidate: str | None = None, reference: str | None = None,
                  trusted: bool = False) -> tuple[dict[str, str], list[ExportedCase], list[str]]:
-    """The suite of every finding in ``paths`` (``render_suite``'s files), its cases, and one line for each
-    input left out (nothing to export there). Cases are named after their file (a bundle's directory);
-    one named twice is an error."""
+    """``render_suite``'s files, its cases (named after their file; a clash is an error), a line per input left out."""
     paths = list(paths)
     cases, skipped, names = [], [], set()
     for path in suite_inputs(paths):

@@ -1,11 +1,7 @@
-"""Re-make crash bundles with today's code: each bundle's ``original.json`` judged again under its
-candidate, reference and counted class, minimized again, and stored as a new bundle.
+"""Re-make crash bundles with today's code: each ``original.json`` judged and minimized again, stored anew.
 
-Invariant: the bundles given are only read; the new ones go to another directory (``save_finding``'s
-staging and atomic writes), named by today's signatures, so two old bundles of one finding become one
-bundle (its occurrences counted) and one whose input no longer reproduces anything is reported, not
-stored.
-"""
+Invariant: old bundles are only read; new ones go to another directory under today's signatures (two old bundles of
+one finding become one), and an input that no longer reproduces is reported, not stored."""
 
 from __future__ import annotations
 
@@ -22,8 +18,7 @@ from fuzz.store.bundle import load_bundle
 
 @dataclass(frozen=True)
 class Remade:
-    """One old bundle and what it became: the new signature (``clean``: nothing reproduces) and the
-    sizes of its original and minimized scenarios."""
+    """An old bundle and what it became: the new signature (``clean``: nothing), original and minimized sizes."""
 
     old: str
     new: str

@@ -1,26 +1,8 @@
 """Check every finding against a new build: still reproduces, fixed, flaky, or unverifiable.
 
-``verify_bundle(bundle, candidate, tries)`` replays the bundle's minimized scenario ``tries`` times
-under ``candidate`` against the bundle's reference, on the bundle's tier (``fuzz.oracle.differential``).
-A try *hits* when it counts a finding of the bundle's class (any correctness finding for a
-correctness bundle, any efficiency finding for an efficiency one; the signatures seen are recorded),
-so a finding whose name has changed is never taken for fixed (a try names what it saw after its symptom:
-it looks for no root cause, whose search would run the candidate again). Then:
-
-- ``reproduces``: every try hit;
-- ``flaky``: some tries hit, not all (the rate is ``hits / tries``); never ``fixed``;
-- ``fixed``: no try hit, every try was decided (no inconclusive or unsupported verdict) and the
-  canary is caught in the same configuration (:func:`canary_check`: the engine's and kernels'
-  corrupted slot; on the sim tier the ``naive`` split diverging on the same scenario);
-- ``unverifiable``: no try hit but one of those conditions fails; the reason is recorded.
-
-``verify_store`` does that for many bundles and records each result through ``fuzz.store.bundle``
-under the candidate's key; with a repository it then brings each finding's issue in line
-(``fuzz.report.github.sync_issue``). Invariants: a bundle already verified under that key is not run
-again and its issue is not touched again, so a second run changes nothing; a bundle that cannot be
-read or run, or whose issue cannot be brought in line (a 404, an API error), is one line and the
-next bundle goes on (its issue is tried again by the next run, as nothing was recorded for it).
-"""
+A try *hits* when it counts a finding of the bundle's class: ``reproduces`` every try hit, ``flaky`` some (never
+``fixed``), ``fixed`` none, every try decided and the canary caught (:func:`canary_check`), else ``unverifiable``.
+Invariants: a bundle verified under a key is not run, nor its issue touched, again; one that fails is one line."""
 
 from __future__ import annotations
 
@@ -62,20 +44,18 @@ class Trial:
 
 
 def counted_class(bundle: CrashBundle) -> FailOn:
-    """What a try of this bundle counts: the class of finding the bundle holds (older bundles record no
-    class: their signature says it)."""
+    """What a try counts: the class of finding the bundle holds (its signature's where it records none)."""
     return FailOn(bundle.verdict.get("class") or class_of_signature(bundle.signature).name)
 
 
 def reference_of(bundle: CrashBundle, given: str | None = None) -> Policy:
-    """The reference a bundle is replayed against: ``given`` (the command line), else the one its verdict
-    names if that is built in (a policy a file names is never loaded: ``fuzz.model.policies.named_in_data``)."""
+    """``given``, else the reference the verdict names if built in (a policy a file names is never loaded)."""
     return resolve_policy(given or named_in_data(bundle.verdict["reference"], f"{bundle.path / 'verdict.json'}: "
                                                  "reference", "--reference"))
 
 
 def trial(bundle: CrashBundle, policy: Policy, tier: str | None = None, reference: Policy | None = None) -> Trial:
-    """The bundle's minimized scenario once under ``policy`` against ``reference`` (its own by default), judged."""
+    """The minimized scenario once under ``policy`` against ``reference`` (the bundle's by default), judged."""
     scenario = bundle.scenario
     replayed = replay(scenario, policy, reference or reference_of(bundle), tier or bundle.verdict["tier"],
                       causes=False)
@@ -97,11 +77,8 @@ def classify(tries: int, hits: int, undecided: list[str], canary_caught: bool | 
 
 
 def canary_check(bundle: CrashBundle, tier: str, reference: Policy) -> tuple[bool | None, str]:
-    """Whether a wrong slot would show in this bundle's configuration: on the engine and kernel tiers
-    their canary (a deliberately corrupted slot); on the sim tier, for a correctness bundle, the
-    ``naive`` split (it ends chunks anywhere) must diverge on the same scenario, so the scenario does
-    read what a bad split leaves in a slot. A class the sim measures exactly (``exact_on_sim``: costs)
-    needs no canary there."""
+    """Whether a wrong slot would show in this configuration: the engine's and kernels' canary; on the sim tier the
+    ``naive`` split diverging (correctness), a class exact on sim (``exact_on_sim``) needing none."""
     if tier != "sim":
         caught = executor_for(tier).canary_run(bundle.scenario)[1]
         return caught, EXACT_STATES if caught is None else ("caught" if caught else "missed")
@@ -115,8 +92,7 @@ def canary_check(bundle: CrashBundle, tier: str, reference: Policy) -> tuple[boo
 
 def verify_bundle(bundle: CrashBundle, candidate: Candidate, tries: int, tier: str | None = None,
                   reference: str | None = None) -> dict[str, Any]:
-    """The verification record of ``bundle`` against ``candidate`` (``fuzz.store.bundle``'s format), its reference
-    ``reference`` where given (``reference_of``)."""
+    """The verification record (``fuzz.store.bundle``'s format) of ``bundle`` against ``candidate``."""
     tier = tier or bundle.verdict["tier"]
     against = reference_of(bundle, reference)
     trials = [trial(bundle, candidate.policy, tier, against) for _ in range(tries)]
@@ -135,8 +111,7 @@ def verify_bundle(bundle: CrashBundle, candidate: Candidate, tries: int, tier: s
 
 @dataclass
 class Outcome:
-    """What ``verify_store`` did for one bundle: its record (None when it could not be verified), whether it
-    was already there, the issue action, and what failed (``error``: the bundle; ``issue_error``: its issue)."""
+    """What ``verify_store`` did for one bundle: record (None: unverified), ``already``, issue action, what failed."""
 
     bundle: Path
     signature: str
@@ -153,8 +128,7 @@ class Outcome:
 
 
 def bundles_in(paths: list[Path], with_issue: bool = False) -> list[Path]:
-    """The bundle directories named, or found one level below a crash store; ``with_issue``: only those
-    with a filed issue (``issue.json``). A path that is neither is an InputError."""
+    """Bundle dirs named or one level below a crash store (``with_issue``: filed ones only); others: InputError."""
     found: list[Path] = []
     for path in paths:
         if (path / "verdict.json").is_file():
@@ -169,9 +143,7 @@ def bundles_in(paths: list[Path], with_issue: bool = False) -> list[Path]:
 def verify_store(bundles: list[Path], candidate: Candidate, tries: int, tier: str | None = None,
                  repo: str | None = None, api_url: str | None = None,
                  log: Callable[[Outcome], None] = lambda _: None, reference: str | None = None) -> list[Outcome]:
-    """Verify each bundle against ``candidate`` once (recorded under its key), then, with ``repo``,
-    close or reopen its issue once (recorded under the same key); a failure is that bundle's alone.
-    ``log`` is told each outcome as it is known."""
+    """Verify each bundle, then with ``repo`` sync its issue, each once per ``candidate`` key; failures per bundle."""
     if tries < 1:
         raise InputError(f"--tries: expected at least 1, got {tries}")
     outcomes = []
@@ -189,7 +161,7 @@ def verify_store(bundles: list[Path], candidate: Candidate, tries: int, tier: st
 
 
 def _verify_one(path: Path, candidate: Candidate, tries: int, tier: str | None, reference: str | None) -> Outcome:
-    """One bundle's verification, recorded; a bundle that cannot be read or run is an Outcome with its error."""
+    """One bundle's verification, recorded; one that cannot be read or run is an Outcome with its error."""
     try:
         bundle = load_bundle(path)
         record = (bundle.verdict.get("verifications") or {}).get(candidate.key)
@@ -207,8 +179,7 @@ def _verify_one(path: Path, candidate: Candidate, tries: int, tier: str | None, 
 
 
 def exit_code(outcomes: list[Outcome]) -> ExitCode:
-    """1 while a finding reproduces (or is flaky); else 5 when something outside the bundles failed (the
-    API, storage), else the code of the first bundle that could not be used (2: bad input); else 0."""
+    """1 while a finding reproduces or is flaky; else 5 if the API or storage failed; else a bad bundle's code; 0."""
     if any(o.record is not None and o.record["status"] in ("reproduces", "flaky") for o in outcomes):
         return ExitCode.DIVERGED
     failures = [e for o in outcomes for e in o.failures]

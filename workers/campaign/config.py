@@ -1,29 +1,9 @@
-"""The campaign's configuration, and its on-disk layout.
+"""The campaign's configuration and its on-disk layout; nothing lives only in memory, so restarted actors resume.
 
-On-disk layout (everything the campaign knows lives here, so a restarted actor
-or a restarted campaign resumes from it; nothing is kept only in memory):
-
-- ``corpus/queue/<actor>/``: the fuzzer's libFuzzer output corpus (its first
-  corpus directory); ``corpus/queue/`` top level: the shared, merged corpus;
-  ``corpus/seeds/`` and ``corpus/regressions/``: read-only inputs.
-- ``crashes/raw/<actor>/<signature>/``: the bundle the fuzzer's harness saves
-  for each divergence it meets (unminimized; its ``hits`` count that fuzzer's
-  hits). One writer: that fuzzer's harness.
-- ``crashes/raw/<actor>-crash-*`` / ``-timeout-*`` / ``-oom-*``: libFuzzer's
-  artifact for an input that killed or hung the harness; moved to
-  ``crashes/raw/reported/`` once the crash store has saved its finding.
-- ``crashes/<signature>/``: the deduplicated, minimized bundle
-  (:mod:`fuzz.store.bundle`). One writer at a time: the crash store actor, or the
-  verifier holding the signature's lease (``confirm_bundle`` writes
-  ``confirmed`` into its verdict.json); the crash store never writes a leased
-  bundle. Before any of them starts, the verify-fixed task (``verify_fixed``)
-  records each bundle's verification against the installed vLLM.
-
-Actors are restarted by Ray, on any node with room, at most ``max_restarts`` times
-each: each starts its work thread in ``__init__``, so a restarted actor resumes by
-itself from the disk state. ``crashes/campaign.json`` holds the campaign's own
-settings and the start of each of its runs, for ``gdnfuzz campaign --resume``.
-"""
+``corpus/queue/<actor>/``: a fuzzer's own queue (``corpus/queue/``: the merged one; ``seeds/``, ``regressions/``:
+read-only). ``crashes/raw/<actor>/<sig>/``: raw bundles, one writer (that fuzzer's harness); libFuzzer artifacts
+move to ``crashes/raw/reported/`` once stored. ``crashes/<sig>/``: minimized bundles, one writer at a time (the
+crash store, or the verifier leasing it). ``crashes/campaign.json``: settings and runs, for ``--resume``."""
 
 from __future__ import annotations
 
@@ -35,9 +15,8 @@ from fuzz.search.settings import RunSettings
 
 @dataclass(frozen=True)
 class CampaignConfig:
-    """Everything an actor needs: the fuzzing run's own settings (``run``: the policies, what is counted,
-    the limits, the stores, as ``gdnfuzz run`` takes them) and the campaign's. Absolute paths (on a
-    cluster: the same shared mount on every node)."""
+    """Everything an actor needs: the run's settings (``run``, as ``gdnfuzz run`` takes them) and the campaign's.
+    Absolute paths (on a cluster: the same shared mount on every node)."""
 
     run: RunSettings = field(default_factory=RunSettings)
     fuzzers: int = 2
@@ -81,7 +60,5 @@ class CampaignConfig:
         return list(self.run.committed)
 
     def harness_env(self, crashes: Path, home: str | None = None) -> dict[str, str]:
-        """A harness's environment in campaign mode: the run's settings with raw bundles going to ``crashes``
-        (the crash store minimizes them and writes the regressions), leaning first toward ``home`` under the
-        mixture (``fuzz.search.profiles.home_of``)."""
+        """A harness's environment in campaign mode: raw bundles to ``crashes``, leaning toward ``home`` (mixture)."""
         return replace(self.run.for_worker(crashes), home=home).child_env()

@@ -1,21 +1,9 @@
-"""The crash store actor: dedups findings by signature, minimizes each new one, queues it for a
-verifier, files confirmed ones. One writer of ``crashes/<signature>/`` (see ``workers.campaign.config``).
+"""The crash store actor, sole writer of ``crashes/<signature>/``: dedups, minimizes, queues for verifiers, files.
 
-Invariants:
-- nothing it knows lives only in this actor: every finding a fuzzer reports is a raw bundle on the
-  shared store first, and a new incarnation (:meth:`CrashStoreActor.resume`, on any node) rebuilds the
-  state from disk: stored bundles, their verification state, and the minimisation queue (every raw
-  signature with no bundle yet);
-- minimisation asks Ray for no CPU (it runs beside the fuzzers, as ``gdnfuzz run``'s reducer does, so
-  fuzzers holding every CPU never starve it) and at most ``config.minimizers`` run at once; each is given
-  until the end of the drain after the deadline, and one not collected by then is stored as found
-  (:meth:`CrashStoreActor.finish`);
-- every signature seen is stored, minimized or as found: one that does not reproduce when minimized, or
-  whose minimisation failed, is stored as found, so the campaign's exit code and the store agree;
-- a write the store refuses (read-only, full) is a :class:`~fuzz.errors.StorageError`: the finding is kept
-  in memory (``unsaved``) and written when the store takes writes again, or into the fallback directory
-  :meth:`CrashStoreActor.finish` is given; a failed write leaves no partial bundle (``fuzz.store.bundle``).
-"""
+Invariants: a new incarnation rebuilds all state from disk (:meth:`CrashStoreActor.resume`); minimisations ask
+for no CPU, at most ``config.minimizers`` at once, and one unfinished by the drain is stored as found; every
+signature seen is stored, minimized or as found; a refused write (:class:`~fuzz.errors.StorageError`) is kept in
+``unsaved`` until the store takes writes or :meth:`CrashStoreActor.finish` writes the fallback; never partial."""
 
 from __future__ import annotations
 
@@ -74,14 +62,12 @@ class CrashStoreState:
 
 
 def refusal(path: str | Path, exc: OSError) -> tuple[str, int, str]:
-    """A write the store refused, as actors report it (path, errno, strerror): the driver turns it back into a
-    :class:`~fuzz.errors.StorageError`."""
+    """A refused write as actors report it (path, errno, strerror); the driver makes it a StorageError again."""
     return str(path), exc.errno or 0, exc.strerror or str(exc)
 
 
 def crash_store_named(name: str) -> Any:
-    """The crash store's handle, found by name (a handle passed to an actor's constructor would not survive the
-    actor's restart); None while the name cannot be resolved (its caller tries again on its next use)."""
+    """The crash store's handle by name (one that survives its restarts); None while unresolved (caller retries)."""
     import ray
 
     try:
@@ -106,8 +92,7 @@ def minimize_sandboxed(*args: Any) -> Any:
 
 
 def store_unminimized(config: CampaignConfig) -> list[str]:
-    """Store every raw signature that has no bundle yet as found; the signatures stored. Used by the crash
-    store at the end, and by the driver when the crash store is gone (it is killed first: one writer)."""
+    """Store every raw signature without a bundle as found; returns them. Only once the crash store is gone."""
     stored = []
     for sig, raw in raw_signatures(config).items():
         if not (config.crashes / sig / "verdict.json").exists():
@@ -117,8 +102,6 @@ def store_unminimized(config: CampaignConfig) -> list[str]:
 
 
 class CrashStoreActor:
-    """Dedups findings by signature, minimizes each new one, queues it for a verifier, files confirmed ones."""
-
     def __init__(self, config: CampaignConfig, started: float, deadline: float):
         self.config, self.started, self.deadline = config, started, deadline
         self.s = CrashStoreState()
@@ -216,8 +199,7 @@ class CrashStoreActor:
         self.s.storage = refusal(path, exc)
 
     def tick(self) -> dict[str, Any]:
-        """Collect finished minimisations, start queued ones, retry refused writes, sync hit counts; returns the
-        stats (called by the driver)."""
+        """Collect finished minimisations, start queued ones, retry refused writes, sync hits; returns the stats."""
         import ray
 
         for sig, ref in list(self.s.minimizing.items()):
@@ -272,10 +254,8 @@ class CrashStoreActor:
                 self.s.dirty.discard(sig)
 
     def finish(self, fallback: str) -> dict[str, Any]:
-        """The end (the driver stopped the fuzzers and waited out the drain): stop the minimisations not
-        collected by then, store every signature seen that has no bundle as found (a copy: quick, where
-        storing a minimized one renders its report), and write what the store still refuses into
-        ``fallback``. Returns the stats, with ``kept`` (the fallback directory, or None) and ``lost``."""
+        """The end: stop uncollected minimisations, store every signature without a bundle as found, write what the
+        store still refuses into ``fallback``. Returns the stats, with ``kept`` (fallback dir or None) and ``lost``."""
         import ray
 
         for sig, raw in raw_signatures(self.config).items():
@@ -308,8 +288,7 @@ class CrashStoreActor:
     # -- verification
 
     def _enqueue(self, sig: str) -> None:
-        """Queue ``sig`` for the engine verifiers where its class is confirmed there (the engine confirms
-        a poisoned slot; a cost the sim tier measures exactly needs no confirmation)."""
+        """Queue ``sig`` for the engine verifiers where the engine confirms its class (a poisoned slot)."""
         if self.config.verifiers > 0 and sig not in self.s.queue and class_of_signature(sig).confirm_on_engine:
             self.s.queue.append(sig)
 

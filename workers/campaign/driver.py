@@ -1,47 +1,9 @@
-"""The campaign driver: start Ray (embedded locally, or connect to a cluster), run the actors, report.
+"""The campaign driver: start Ray (embedded, or a cluster), run crash store, fuzzers and verifiers, report.
 
-``Campaign(config).run()`` starts one crash store, ``config.fuzzers`` fuzzer
-actors (each its own libFuzzer seed and working queue), ``config.verifiers``
-verifier actors (``num_gpus`` when the cluster has GPUs), then until the
-deadline: every ``stats_every`` seconds appends one stats row per actor, one for
-the campaign and one for the cluster (:mod:`fuzz.store.stats`) and prints one
-progress line on stderr, schedules a corpus merge every ``merge_every`` seconds
-(never two at once), rewrites the dashboard every ``dashboard_every`` seconds.
-At the deadline it stops the fuzzers, gives minimisations in flight
-``drain_time`` seconds, then has the crash store store everything left as found,
-stops the verifiers (a verification in flight is left for the next campaign) and
-writes the final rows and dashboard. With ``config.verify_fixed`` it first runs one task that replays
-every stored finding against the installed vLLM (``tasks.verify_fixed_task``)
-and prints what it found, before any actor starts, so the crash store stays the
-only writer of the bundles while it runs.
-
-Invariants:
-- the driver holds nothing the campaign needs to resume; it reads the actors' state and writes the
-  stats file and the dashboard. The campaign's state is on the shared store, and the crash store runs on
-  the driver's node (the head, on a cluster), so a worker node's loss never takes it;
-- actors are placed by resource (fuzzers and verifiers spread over the nodes), and Ray restarts one
-  whose node or process died on any node with room, at most ``config.max_restarts`` times; one that
-  cannot be placed is shown restarting, one past its restarts dead, and the cluster row shows the
-  nodes and CPUs lost (:mod:`workers.campaign.liveness`);
-- ``--max-time`` holds within seconds whatever dies: every wait on Ray has a timeout, the end takes
-  at most ``drain_time`` plus :data:`STOP_TIMEOUT` and :data:`STORE_TIMEOUT` seconds past the deadline;
-- every finding seen counts (``CampaignSummary.signatures``: minimized, stored as found, or kept
-  outside a store that refused it); a crash store that cannot be reached at the end is killed and the
-  driver stores the raw findings as found itself;
-- a lost head (its GCS port stops answering) ends the run with one line saying what is saved and how
-  to resume (:class:`HeadLost`); a store that refuses writes at the end ends it with a
-  :class:`~fuzz.errors.StorageError` naming the path, the errno and where the findings were kept.
-
-Resources: on the embedded local Ray the CPU count is the machine's; when the
-actors ask for more CPUs than that (2 fuzzers, a CPU verifier and a merge on 2
-cores), each asks for ``cpu_share < 1`` so that all of them are placed (the
-OS then shares the cores). On a cluster each asks for one CPU. Minimisations
-ask for none (:mod:`workers.campaign.crash_store`). The embedded
-Ray runs its workers at niceness 0, as ``gdnfuzz run`` runs its harness (Ray's
-default of 15 starves the fuzzers on a machine that is busy with anything
-else); a cluster keeps its own setting. The embedded Ray, and a cluster named
-by a loopback address, stay on 127.0.0.1 (:mod:`workers.campaign.loopback`).
-"""
+Invariants: the driver holds nothing needed to resume (the crash store runs on the head's node); every Ray wait
+has a timeout, so the end is at most ``drain_time`` + :data:`STOP_TIMEOUT` + :data:`STORE_TIMEOUT` past the
+deadline; every finding seen counts (the driver stores raw ones if the crash store is unreachable); a lost head
+is :class:`HeadLost`; ``verify_fixed`` runs before any actor starts. Embedded Ray: niceness 0, loopback only."""
 
 from __future__ import annotations
 
@@ -230,7 +192,7 @@ class Campaign:
 
     def poll(self, timeout: float = CALL_TIMEOUT) -> dict[str, Any]:
         """One round: stats rows, progress line, merge and dashboard scheduling; returns the latest stats.
-        Raises :class:`HeadLost` once the head's GCS port has not answered :data:`HEAD_LOST_CHECKS` checks in a row."""
+        Raises :class:`HeadLost` after :data:`HEAD_LOST_CHECKS` unanswered GCS checks in a row."""
 
         self._check_head()
         fuzzers = self.fuzzer_watch.gather(self.fuzzers, timeout)
@@ -402,8 +364,7 @@ class Campaign:
             self.poll(timeout=min(CALL_TIMEOUT, max(until - time.time(), 0.5)))
 
     def _store_the_rest(self) -> dict[str, Any]:
-        """The crash store stores what is left (as found) and keeps what the store refuses in the fallback
-        directory; if it cannot be reached, it is killed and the driver stores the raw findings itself."""
+        """The crash store stores the rest as found (refused: the fallback); if unreachable, killed: the driver does."""
         import ray
 
         fallback = self.settings.fallback or Path(tempfile.gettempdir()) / f"gdnfuzz-kept-{int(self.started)}"
@@ -469,8 +430,7 @@ class Campaign:
                 f"resume with: gdnfuzz campaign --resume --crashes {self.config.crashes}{address}")
 
     def lost_head(self, exc: HeadLost) -> HeadLost:
-        """The head is gone: stop the fuzzers that still answer (direct calls need no head), record it, and
-        return the one-line error to raise."""
+        """Stop the fuzzers that still answer, record the loss, and return the one-line error to raise."""
         import ray
 
         refs = [h.stop.remote() for h in self.fuzzers.values()]

@@ -1,10 +1,7 @@
 """The fuzzer actor: one atheris harness subprocess at a time, restarted until the deadline.
 
-Invariants: no wait on another actor is unbounded (a crash store that is restarting costs a report
-that is sent again later, never a fuzzer that hangs); the harness never runs while its stores refuse
-writes (libFuzzer does not check its writes and would leave zero-byte queue files): the actor stops it,
-waits until the stores take writes again, removes what a cut-short write left in its queue, and goes on.
-"""
+Invariants: no wait on another actor is unbounded; the harness never runs while its stores refuse writes
+(the actor stops it, waits, clears cut-short queue files, and goes on)."""
 
 from __future__ import annotations
 
@@ -46,10 +43,7 @@ def _die_with_parent() -> None:
 
 
 def harness_args(config: CampaignConfig, name: str, seed: int, deadline: float) -> list[str]:
-    """libFuzzer flags and corpus dirs of fuzzer ``name``: its working queue first, then the shared ones.
-
-    Creates the working queue and the artifact directory (libFuzzer refuses a missing one).
-    """
+    """libFuzzer flags and corpus dirs of fuzzer ``name``, its queue first; creates the queue and artifact dir."""
     dirs = [config.queue / name, config.queue, *config.read_only_dirs()]
     for d in written_dirs(config, name):
         d.mkdir(parents=True, exist_ok=True)
@@ -64,9 +58,8 @@ def written_dirs(config: CampaignConfig, name: str) -> list[Path]:
 
 
 def keep_died_on(raw: Path, name: str, code: int) -> Path | None:
-    """The input fuzzer ``name``'s harness died on (a split calling ``os._exit``, a run ignoring its deadline,
-    a signal) kept as a libFuzzer-style artifact in ``raw``, which the crash store reports as any other;
-    None when it died between inputs or libFuzzer already wrote an artifact of that input."""
+    """The input fuzzer ``name``'s harness died on, kept in ``raw`` as a libFuzzer-style artifact; None when it
+    died between inputs or libFuzzer already wrote that artifact."""
     data = died_on(raw / name)
     if data is None:
         return None
@@ -82,14 +75,8 @@ def start_harness(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]
 
 
 class FuzzerActor:
-    """One ``python -m fuzz.search.harness`` subprocess at a time, restarted until the deadline.
-
-    Invariant: every input that killed or hung the harness (libFuzzer's
-    artifact, or the input in flight when it died some other way: ``os._exit(0)``
-    included) is handed to the crash store before the harness is restarted,
-    including those left by a previous incarnation of this actor (an artifact
-    whose report did not get through stays where it is and is reported again).
-    """
+    """One harness subprocess at a time. Invariant: every input that killed or hung it (also one left by an
+    earlier incarnation) reaches the crash store before the restart; an unreported artifact stays and retries."""
 
     def __init__(self, name: str, seed: int, config: CampaignConfig, crash_store: str, deadline: float,
                  home: str | None = None):
@@ -134,8 +121,7 @@ class FuzzerActor:
             self.runs += 1
 
     def _wait_for_storage(self) -> bool:
-        """Until the stores take writes (True), or the actor is stopped or out of time (False); then clear
-        what a cut-short write left in the queue."""
+        """Until the stores take writes (True), or stopped / out of time (False); then clear cut-short queue files."""
         while not self._stop.is_set() and time.time() < self.deadline - 2:
             fault = self._fault()
             if fault is None:

@@ -1,16 +1,9 @@
-"""What the driver knows of its actors and its cluster, from what they answer within a bounded wait.
+"""What the driver knows of its actors and cluster, from answers within a bounded wait.
 
-Invariants:
-- no call waits past its timeout: an actor that has not answered for :data:`UNREACHABLE_AFTER` seconds
-  is ``unreachable`` (``starting`` before its first answer), one Ray says is restarting is
-  ``restarting``, one Ray says is gone for good is ``dead``; none of them is ever shown with a rate
-  (``exec_per_s`` is 0 unless its state is ``alive``);
-- an actor's counters never go back: a new incarnation (a new pid) counts from zero again, so what the
-  earlier ones did is kept in ``base``, which also starts from what an earlier run of a resumed
-  campaign recorded;
-- restarts count both Ray's restarts of the actor (new pids) and the actor's own restarts of its harness;
-- the cluster's capacity is every node seen alive since the start: one no longer alive is lost, with its CPUs.
-"""
+Invariants: no call waits past its timeout; an actor is ``starting``, ``alive``, ``unreachable`` (silent for
+:data:`UNREACHABLE_AFTER` s), ``restarting`` or ``dead``, with a rate only when ``alive``; counters never go back
+(earlier incarnations and resumed runs are kept in ``base``); restarts count Ray's and the harness's; capacity is
+every node seen alive since the start, one no longer alive lost with its CPUs."""
 
 from __future__ import annotations
 
@@ -26,8 +19,6 @@ HEAD_CHECK_TIMEOUT = 2.0  # seconds to connect to the head's GCS port before the
 
 @dataclass
 class ActorView:
-    """One actor as the driver last saw it."""
-
     name: str
     state: str = "starting"
     stats: dict[str, Any] = field(default_factory=dict)  # its last answer
@@ -102,11 +93,8 @@ class Capacity:
 
 
 class ClusterWatch:
-    """Every node seen alive since the campaign started, and which of them are gone.
-
-    ``ray.nodes()`` asks the head, and a call to a head that is gone blocks until Ray gives up on it and
-    ends the process: :meth:`poll` makes that call on a thread of its own and waits a bounded time, so the
-    driver goes on (and sees that the head is gone) while it is pending."""
+    """Every node seen alive since the start, and which are gone. :meth:`poll` calls ``ray.nodes()`` (which
+    blocks while the head is gone) on its own thread with a bounded wait."""
 
     def __init__(self) -> None:
         self.seen: dict[str, float] = {}  # node id -> its CPUs

@@ -1,14 +1,8 @@
 """Ray on one machine stays on 127.0.0.1.
 
-Ray binds its processes to the address it takes for the machine's, and rewrites ``127.0.0.1`` in an
-address to the interface address (``resolve_ip_for_localhost``) unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER``
-is ``0`` in the environment of every Ray process: the head, every node and the driver. Ray reads it once,
-when it is first imported, so it is set here before ``import ray``, and the processes Ray starts inherit it.
-
-Invariants: the embedded local Ray (``--address local``) and a cluster named by a loopback address run
-with :data:`LOOPBACK_ENV`; if Ray was imported before that in this process, :func:`use_loopback` refuses
-(one line) rather than let Ray listen on every interface.
-"""
+Ray rewrites ``127.0.0.1`` to the interface address unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` is set before
+``import ray`` in every Ray process. Invariants: embedded Ray and loopback-addressed clusters run with
+:data:`LOOPBACK_ENV`; if Ray was imported first, :func:`use_loopback` refuses rather than listen everywhere."""
 
 from __future__ import annotations
 

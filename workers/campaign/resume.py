@@ -1,16 +1,8 @@
-"""A campaign's record on its shared store, so that ``gdnfuzz campaign --resume`` continues it.
+"""A campaign's record on its shared store (``crashes/campaign.json``), for ``gdnfuzz campaign --resume``.
 
-``crashes/campaign.json`` holds the command's arguments (as the first run was given them), when each run
-started (seconds since the epoch) and what each ran against (``versions``: gdnfuzz's, vLLM's, torch's and
-Python's on the driver's machine, one object per run; ``{}`` for a run from before they were recorded). Everything else a resumed campaign needs is on the
-store already: the corpus queue, the bundles, the raw bundles not yet minimized (the crash store
-re-queues them), and the stats file (each actor's running totals go on from their last row).
-
-Invariants: the record is written atomically and read back validated (an :class:`~fuzz.errors.InputError`
-naming the file and field); a refused write is a :class:`~fuzz.errors.StorageError`. The time a campaign
-has fuzzed is the sum over its runs of the span from the run's start to its last stats row, so the time
-between a lost head and the resume is not counted.
-"""
+It holds the arguments, each run's start and ``versions`` (``{}`` when unrecorded); the rest is on the store.
+Invariants: written atomically, read back validated (:class:`~fuzz.errors.InputError` naming file and field); a
+refused write is a :class:`~fuzz.errors.StorageError`; fuzzed time sums each run's start to its last stats row."""
 
 from __future__ import annotations
 

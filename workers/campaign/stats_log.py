@@ -1,11 +1,8 @@
 """The driver's stats file, through storage faults.
 
-Invariants: a row the disk refuses (read-only, full: :class:`~fuzz.store.stats.StatsWriter` takes back a
-cut-short line, so the file never holds a torn one) is kept, the latest one per actor, and written
-before the next row once the disk takes writes again; since every row carries its actor's running
-totals, keeping only the latest loses nothing (``fuzz.store.stats``). ``refused`` says why the last
-write failed, and is cleared by the next write that succeeds.
-"""
+Invariants: a refused row is held (the latest per actor: rows carry running totals, so nothing is lost) and
+written before the next once the disk takes writes; the file never holds a torn line; ``refused`` says why the
+last write failed, cleared by the next success."""
 
 from __future__ import annotations
 

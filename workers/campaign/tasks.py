@@ -16,10 +16,8 @@ def merge_shared_corpus(config: CampaignConfig) -> MergeReport:
 
 
 def verify_fixed_task(config: CampaignConfig) -> list[str]:
-    """``gdnfuzz verify-fixed`` over the campaign's crash store against the installed vLLM, one line per
-    bundle. Each bundle is replayed once per vLLM version (``fuzz.triage.verify``): run at every
-    campaign start, it only works after a new vLLM is installed. With ``file_issues`` (and not a dry
-    run) fixed issues are closed and returning ones reopened."""
+    """``gdnfuzz verify-fixed`` over the campaign's crash store, one line per bundle; each bundle replays once per
+    vLLM version. With ``file_issues`` (not a dry run) fixed issues close and returning ones reopen."""
     repo = None if config.dry_run_issues else config.file_issues
     outcomes = verify_store(bundles_in([config.crashes]), from_spec("vllm"), config.verify_tries, "sim", repo,
                             reference=config.run.reference)  # the campaign's own, never a bundle's

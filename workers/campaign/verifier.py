@@ -1,8 +1,7 @@
 """The verifier actor: pulls bundles from the crash store and confirms each (``fuzz.triage.confirm``).
 
-Invariant: no wait on the crash store is unbounded; a bundle whose result does not reach it stays
-unconfirmed on disk, and is leased again (this campaign or the next).
-"""
+Invariant: no wait on the crash store is unbounded; a bundle whose result does not reach it stays unconfirmed
+and is leased again."""
 
 from __future__ import annotations
 
@@ -20,8 +19,6 @@ CALL_TIMEOUT = 30.0  # seconds a call to the crash store may take before it is a
 
 
 class VerifierActor:
-    """Pulls bundles from the crash store and confirms each on the engine tier (``fuzz.triage.confirm``)."""
-
     def __init__(self, name: str, config: CampaignConfig, crash_store: str):
         ambient()  # a user's candidate answers from a sandbox child of this actor, never beside the engine's audit
         self.name, self.config, self.store_name, self._store = name, config, crash_store, None
@@ -64,8 +61,7 @@ class VerifierActor:
 
 
 def verification_executor(config: CampaignConfig) -> Any:
-    """The kernel tier on ``config.kernel_backend`` when the campaign verifies there; None (the tier's own
-    executor, ``fuzz.tiers.executor_for``) on any other tier."""
+    """The kernel tier on ``config.kernel_backend`` when verifying there; None (the tier's own executor) otherwise."""
     if config.verify_tier != "kernels":
         return None
     from workers.kernels.executor import KernelExecutor  # noqa: PLC0415 - torch only where kernels verify

@@ -1,28 +1,9 @@
-"""CPU stand-ins for vLLM's two fused align-mode Mamba copy kernels, so MTP runs in the CPU engine.
+"""CPU stand-ins for vLLM's fused align-mode Mamba copy kernels (``precopy_mamba_align_fused_kernel``,
+``postprocess_mamba_fused_kernel``), which vLLM's CPU platform leaves to Triton, so MTP runs in the CPU engine.
 
-vLLM 0.32.0 runs speculative decoding in align mode through two Triton kernels in
-``vllm/v1/worker/mamba_utils.py``:
-
-- ``precopy_mamba_align_fused_kernel`` (from ``preprocess_mamba``, before the forward pass): when a
-  request's running block column moves, copy its state from the previous column (shifted by the
-  accepted-token bias) into the new one;
-- ``postprocess_mamba_fused_kernel`` (after rejection sampling): when the accepted tokens carry the
-  request past a block boundary, save the state at that boundary into the block that ends there,
-  and reset the accepted-token count to 1 where the copy stays inside the running column.
-
-vLLM's CPU platform replaces its other Triton kernels with CPU code through
-``vllm.triton_utils.dispatcher.register_kernels`` (``CpuPlatform.register_triton_kernel_overrides``),
-but not these two, so spec decode + align mode fails on CPU. :func:`register` adds them through the
-same dispatcher. Each stand-in keeps its kernel's decision logic line for line and performs the byte
-copies of ``_copy_mamba_state_block`` (conv window ``state[src, bias:] -> state[dst, :width - bias]``
-in either conv layout; temporal ``state[bt[src + bias]] -> state[bt[dst]]``), running the grid's
-(request, state) programs one after another. That order is safe because no program of one launch
-writes bytes another reads: each request writes only its own destination block, and an in-block
-conv shift moves bytes to lower addresses, which ``memmove`` does exactly as the kernel's
-low-to-high token loop. ``tests/test_cpu_align_kernels.py`` checks both stand-ins byte for byte
-against vLLM's own V1 copy specs (``get_conv_copy_spec`` / ``get_temporal_copy_spec``), and against
-the two kernels themselves, vLLM's Triton code run by Triton's interpreter (``workers.triton_interpret``).
-"""
+:func:`register` installs them through ``vllm.triton_utils.dispatcher``. Each keeps its kernel's decision logic
+line for line and does ``_copy_mamba_state_block``'s byte copies, running the grid's programs in order: safe, as
+no program writes bytes another reads (an in-block conv shift moves bytes down, as ``memmove`` does)."""
 
 from __future__ import annotations
 

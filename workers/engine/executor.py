@@ -1,28 +1,9 @@
-"""The engine tier: ``EngineExecutor().run(scenario, policy) -> RunResult`` on vLLM's real engine.
+"""The engine tier: ``EngineExecutor().run(scenario, policy) -> RunResult`` on vLLM's engine in a warm child.
 
-The engines live in a child process (a fresh interpreter started once, kept warm across scenarios,
-talking over a socket pair) that runs
-:class:`workers.engine.session.EngineSession`; this side only ships scenario dicts and policy specs
-in and result dicts out, so a crash or a hang inside vLLM never takes the caller down:
-
-- an exception raised by the engine (assertion, kernel error) comes back as
-  ``Fault(kind="engine-crash", detail=<traceback>)``; the child drops its engines and rebuilds them
-  on the next run;
-- a child that dies (segfault, CUDA illegal access) is an ``engine-crash`` with its exit code; a
-  run that exceeds ``timeout_s`` (default: the per-scenario deadline, ``fuzz.model.deadline``) is
-  ``Fault(kind="hang")``; either way the child is replaced.
-
-Verdicts (``poison_verdict``): ``poisoned`` when the state audit found a slot that does not hold
-the state its hash claims; ``clean`` only when the same scenario, run under the reference with one
-cached slot deliberately corrupted (the canary), is caught by the audit; otherwise
-``inconclusive``; ``unsupported`` when the platform cannot run the knobs (the reason is in
-``notes``); ``engine-crash`` / ``hang`` for faults.
-
-Output comparison (``logprob_divergence``): per resumed request, the largest logprob gap over the
-top-k tokens both runs list, up to and including the first position whose greedy token differs (a
-chosen token missing from the other's top-k counts as infinite). ``OUTPUT_TOLERANCE`` is set from
-the measured noise between correct runs (bench/engine_throughput.py prints the floor).
-"""
+A crash or hang in vLLM never takes the caller down: an engine exception is an ``engine-crash`` fault (engines
+rebuilt), a dead child an ``engine-crash`` with its exit code, a run past ``timeout_s`` a ``hang`` (child replaced).
+``poison_verdict``: ``poisoned``; ``clean`` only when the canary is caught, else ``inconclusive``; ``unsupported``.
+``logprob_divergence``: the largest top-k logprob gap up to the first differing greedy token (missing: infinite)."""
 
 from __future__ import annotations
 
@@ -55,9 +36,8 @@ CHILD_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1
 
 
 def serve(fd: int) -> None:
-    """Child process main loop on socket ``fd``: one EngineSession, one run at a time, until EOF. A policy
-    that is not built in is loaded in a sandbox child of this process (``fuzz.sandbox``), never beside the
-    engine and its audit."""
+    """Child main loop on socket ``fd``: one EngineSession, one run at a time, until EOF. A policy not built in
+    loads in a sandbox child (``fuzz.sandbox``), never beside the engine and its audit."""
     from fuzz.sandbox.scope import ambient
     from workers.engine.session import EngineSession
 
@@ -86,8 +66,6 @@ def serve(fd: int) -> None:
 
 
 class EngineExecutor(BaseExecutor):
-    """Runs scenarios on warm engines in a child process (see the module docstring)."""
-
     tier = "engine"
 
     def __init__(self, timeout_s: float | None = None):

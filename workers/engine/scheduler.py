@@ -1,15 +1,8 @@
-"""The Scheduler the engine tier installs through ``SchedulerConfig.scheduler_cls``.
+"""The Scheduler the engine tier installs through ``SchedulerConfig.scheduler_cls``: vLLM's own, plus two seams.
 
-It is vLLM's own ``Scheduler`` with two seams, both per instance (no module state):
-
-- ``split``: when set, ``_mamba_block_aligned_split`` calls it instead of vLLM's own method, so the
-  engine keeps running while the executor swaps the candidate and reference policies;
-- ``observer``: when set, it is called with ``(scheduler, scheduler_output)`` after every
-  ``schedule()``, when the chunks and blocks of the step are decided but not yet computed.
-
-With both unset it behaves exactly as ``Scheduler``. The engine core must run in-process
-(``VLLM_ENABLE_V1_MULTIPROCESSING=0``) for the executor to reach the instance.
-"""
+Per instance (no module state): ``split`` replaces ``_mamba_block_aligned_split``; ``observer(scheduler, output)``
+runs after every ``schedule()``. With both unset it is exactly ``Scheduler``. The engine core must run in-process
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``) for the executor to reach the instance."""
 
 from __future__ import annotations
 

@@ -1,44 +1,9 @@
 """Run scenarios on live vLLM engines in this process: the engine tier's inner loop.
 
-An :class:`EngineSession` keeps one ``LLMEngine`` per engine configuration warm (prefix caching +
-align, keyed by Mamba block size, retention interval and pool size) and one truth engine (prefix
-caching off, so every request computes its whole prompt). ``run`` drives one scenario through the
-engine's own step loop:
-
-- request ``r`` is added before step ``max(r.arrival_step, parent.finish_step + 1)``; a request that
-  ``continues`` another gets the parent's prompt, then the parent's output, then its own parts;
-- before step ``i`` the scheduler's ``max_num_scheduled_tokens`` is ``engine.step_budgets[i]`` (or
-  ``max_num_batched_tokens`` past the list); ``max_num_seqs`` and ``long_prefill_token_threshold``
-  are set on the scheduler per run, so they need no engine of their own;
-- the policy's split, contract-checked (``fuzz.model.policies.contract_checked``, as on every tier),
-  replaces ``Scheduler._mamba_block_aligned_split`` (see ``workers.engine.scheduler``);
-- sampling is greedy with the chosen token's and the top-``TOP_K`` logprobs;
-- the prefix cache is reset before every run, so runs do not see each other.
-
-Knobs to engine: B (``mamba_block_size``) is passed as the engine's ``block_size``, because in align
-mode vLLM sets the Mamba block to the attention block; so the engine runs the scenario's B exactly
-(1600 included) and the attention block is B too (a note says so when the scenario's differs;
-attention hits land on B multiples either way). vLLM raises a block below the size at which the
-attention page holds the Mamba page (32 for the tiny model, see workers.tiny_model); such a B is reported
-unsupported rather than run with another B. ``hash_block_size`` is ``prefix_match_unit`` (partial
-hash hits), ``retention_interval`` is ``prefix_cache_retention_interval``, ``num_kv_blocks`` is
-``num_gpu_blocks_override``. vLLM's engine refuses a pool that cannot hold one ``max_model_len`` request
-and names the longest it can hold; such a pool's engine is built with that ``max_model_len`` (vLLM's own
-figure), and a scenario with a request longer than it is unsupported, never run cut short (the sim's
-scheduler has no such check, and a shorter ``max_model_len`` binds only a request that reaches it). MTP runs on CPU too: workers.engine.cpu_align_kernels stands in for the two
-fused align-mode copy kernels vLLM's CPU platform leaves to Triton.
-
-The state audit: every Mamba block that gets a hash during the run is copied out of its slot right
-after the step that hashed it (the state a later request resumes from), and compared at the end
-with a recomputation of the state after exactly the claimed tokens on the truth engine. A slot
-further than ``STATE_TOLERANCE`` from it is a :class:`PoisonedSlot`; where the writer's own chunk
-ends inside that block explain the held state, ``held_tokens`` names the position.
-
-The canary (``canary=True``): right after the first Mamba block is hashed that a request still to
-arrive will resume from (or simply the first, once every request has arrived), its slot is
-overwritten with the recomputed state ``CANARY_OFFSET`` tokens earlier. The audit must report that
-slot, and the request resuming from it shows how far such a state moves outputs.
-"""
+:class:`EngineSession` keeps a warm ``LLMEngine`` per :class:`EngineKey` and a truth engine (no prefix caching);
+``run`` drives the scenario's ``Drive`` with per-step budgets, the contract-checked split, greedy sampling and a
+reset prefix cache. B is the engine's ``block_size``; a B or pool it cannot run exactly is :class:`Unsupported`.
+The audit compares each hashed slot, copied after its step, with a truth recomputation; the canary must be caught."""
 
 from __future__ import annotations
 
@@ -110,9 +75,8 @@ def unsupported_reason(scenario: Scenario) -> str | None:
 
 @dataclass(frozen=True)
 class EngineKey:
-    """What needs an engine of its own: the engine and pool arguments the knob table maps a scenario's
-    knobs to (``fuzz.model.knobs.engine_args``, as canonical JSON); None is the truth engine (no prefix
-    caching). The scheduler knobs are set per run (``fuzz.model.knobs.scheduler_settings``)."""
+    """What needs an engine of its own: the engine and pool args (``fuzz.model.knobs.engine_args``, canonical JSON);
+    None is the truth engine. Scheduler knobs are set per run."""
 
     args: str | None
 
@@ -293,9 +257,7 @@ class ScenarioRun:
         return prompts
 
     def execute(self, after_step: Any = None) -> None:
-        """Drive the scenario to completion; ``after_step(run, new_hashed)`` runs after each engine step.
-
-        Arrivals, aborts and the liveness rule are the scenario's ``Drive`` (as on the sim tier)."""
+        """Drive the scenario to completion (its ``Drive``); ``after_step(run, new_hashed)`` runs after each step."""
         from vllm import SamplingParams
 
         knobs = self.scenario.engine
@@ -387,11 +349,7 @@ class EngineSession:
     # ------------------------------------------------------------ recomputation on the truth engine
 
     def recompute(self, tokens: tuple[int, ...], positions: list[int]) -> dict[int, SlotState]:
-        """The truth engine's state after exactly ``p`` tokens of ``tokens``, for each ``p`` in positions.
-
-        One request of ``tokens[:max(positions)]`` whose per-step budgets make a chunk end at every
-        position; its single state slot is copied after each such step (kept in an LRU cache).
-        """
+        """The truth engine's state after exactly ``p`` of ``tokens``, for each ``p`` in positions (LRU-cached)."""
         from vllm import SamplingParams
 
         wanted = sorted({p for p in positions if _digest(tokens[:p]) not in self._recomputed})

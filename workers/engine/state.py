@@ -1,15 +1,8 @@
-"""Read, write and compare the real Mamba/GDN state held in one physical slot of a live engine.
+"""Read, write and compare the real Mamba/GDN state held in one physical slot (Mamba block id) of a live engine.
 
-A slot (a Mamba block id) holds, for every GDN layer, a conv state and an SSM state; vLLM keeps
-them as ``layer.kv_cache = (conv, ssm)`` tensors whose first dimension is the block id. A
-:data:`SlotState` is a detached copy of the part of them a resuming request reads, in layer
-order, so two engines (the prefix-caching engine and the truth engine, with different block
-tables) can be compared and a state taken in one can be written into the other (the canary).
-
-Distance: the largest relative Frobenius error over the slot's tensors, computed in float32.
-It is 0 for identical slots, about 1 for unrelated states, and bf16/chunking noise sits far below
-(engine.STATE_TOLERANCE records the measured floor).
-"""
+A :data:`SlotState` is a detached float32 copy, in layer order, of the (conv, ssm) state a resuming request
+reads, comparable across engines and writable into another (the canary). Distance: the largest relative
+Frobenius error (0 identical, about 1 unrelated; ``STATE_TOLERANCE`` is the noise floor)."""
 
 from __future__ import annotations
 
@@ -21,13 +14,8 @@ SlotState = list[torch.Tensor]
 
 
 def _resumable_views(engine: Any) -> list[torch.Tensor]:
-    """Every GDN layer's state tensors, cut to what a request resuming from a slot reads.
-
-    The conv state keeps ``width - 1`` positions; with spec decode vLLM allocates
-    ``width - 1 + num_spec`` so drafts can roll back, and a prefill (every resume starts with one)
-    reads and writes only the first ``width - 1`` of them (``_spec_aware_nonspec`` in vLLM's CPU
-    GDN ops). Cutting there makes a spec-decode engine's slots comparable with the truth engine's.
-    """
+    """Every GDN layer's state tensors, cut to what a resuming request reads: the conv state's first ``width - 1``
+    positions (spec decode allocates ``num_spec`` more), so spec-decode slots compare with the truth engine's."""
     from vllm.model_executor.layers.mamba.abstract import MambaBase
     from vllm.model_executor.layers.mamba.mamba_utils import is_conv_state_dim_first
 

@@ -1,15 +1,7 @@
 """``python -m workers.kernels``: make schedule files (needs vLLM), replay them (needs only torch), check backends.
 
-  schedule FILES... --out PATH [--policies pre-51113,vllm]   sim-tier runs -> a schedule file
-  replay --schedule PATH [--backend B] [--out DIR] [--canary N] [--limit N] [--match TEXT]...
-  conformance [--backend B] [--cases N]
-  backends                                                    which backends run here, and why not
-  interpreter                                                 vLLM's Triton kernels under Triton's interpreter:
-                                                              which run, and what each workaround is for
-
-Exit codes as gdnfuzz's: 0 clean, 1 divergence (conformance failure), 2 bad input,
-3 the kernel tier disagrees with the sim tier on which requests resumed from a bad state.
-"""
+Subcommands: schedule, replay, conformance, backends, interpreter. Exit codes as gdnfuzz's: 0 clean, 1 divergence
+(conformance failure), 2 bad input, 3 the kernel tier disagrees with the sim tier on which requests resumed badly."""
 
 from __future__ import annotations
 
@@ -58,8 +50,7 @@ def sim_bad_resumes(entry: ScheduleEntry) -> set[str]:
 
 def replay_rows(entries: list[ScheduleEntry], executor: KernelExecutor) -> list[dict[str, Any]]:
     """One row per (scenario, policy): kernel divergences and wrong slots, and whether they match the sim tier's
-    bad resumes and poisoned slots (every slot the sim names is wrong on the kernels, every checkpoint the
-    export kernel wrote is right)."""
+    (every slot the sim names is wrong on the kernels, every checkpoint the export kernel wrote is right)."""
     rows = []
     for entry in entries:
         t0 = time.perf_counter()

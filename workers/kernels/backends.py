@@ -1,26 +1,9 @@
-"""GDN kernel backends behind one interface: causal conv1d and the gated delta rule.
+"""GDN kernel backends behind one interface: causal conv1d and the gated delta rule over varlen batches.
 
-Every backend computes, for a varlen batch (``cu_seqlens``, one sequence per
-request chunk) and one initial state per sequence, the same function:
-
-    g_t = -exp(A_log) * softplus(a_t + dt_bias),  beta_t = sigmoid(b_t)
-    q_t, k_t l2-normalised, q_t scaled by K^-1/2, key head i serves value heads i*HV/H ...
-    S_t = exp(g_t) S_{t-1};  S_t += beta_t k_t (v_t - S_t^T k_t)^T;  o_t = S_t^T q_t
-
-with ``S`` a ``[K, V]`` matrix per value head. Inputs and states cross the
-interface as float32 on the backend's device; a backend may compute in a lower
-precision (its ``dtype``), which is what ``tolerance`` accounts for.
-Backends are functional: they return new states and never touch the caller's.
-
-- ``torch``: written here, float32; chunked (WY form, chunk 64) and recurrent.
-- ``vllm-cpu``: vLLM's CPU ops (``chunk_gated_delta_rule_cpu``,
-  ``fused_sigmoid_gating_delta_rule_update_cpu``, ``fused_gdn_gating_cpu`` and the
-  CPU causal conv1d), bf16 inputs as the CPU GDN layer requires.
-- ``triton``: the FLA Triton kernels (vLLM's copy, else ``fla-core``) on CUDA.
-- ``triton-interpret``: those kernels on CPU, run by Triton's interpreter
-  (``workers.triton_interpret``), float16 inputs: vLLM's copy, else fla-core;
-  ``triton-interpret-fla``: fla-core's always (the triton backend's path without vLLM).
-"""
+All compute ``g = -exp(A_log) softplus(a + dt_bias)``, ``beta = sigmoid(b)``, q and k l2-normed (q by K^-1/2),
+key head i serving value heads i*HV/H..., ``S' = exp(g_t) S_{t-1}``, ``S_t = S' + beta_t k_t (v_t - S'^T k_t)^T``,
+``o_t = S_t^T q_t``. Inputs and states cross as float32 (``tolerance`` covers a lower ``dtype``); backends are
+functional: they return new states and never touch the caller's."""
 
 from __future__ import annotations
 
@@ -86,10 +69,8 @@ class Backend(ABC):
     def conv1d(
         self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, state: torch.Tensor, cu_seqlens: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """SiLU(causal depthwise conv) of ``x`` ``[T, D]`` after each sequence's ``state`` ``[N, D, W-1]``.
-
-        Returns ``y`` ``[T, D]`` and the new states (the last ``W-1`` inputs of each sequence).
-        """
+        """SiLU(causal depthwise conv) of ``x`` ``[T, D]`` after each sequence's ``state`` ``[N, D, W-1]``; returns
+        ``y`` ``[T, D]`` and the new states (each sequence's last ``W-1`` inputs)."""
         return _torch_conv1d(x, weight, bias, state, cu_seqlens)
 
     @abstractmethod
@@ -131,11 +112,7 @@ def _recurrent_seq(q, k, v, g, beta, s, out, states):
 
 
 def _chunked_seq(q, k, v, g, beta, s, out, chunk: int = CHUNK):
-    """WY-form chunked gated delta rule over one sequence; same function as ``_recurrent_seq``.
-
-    Everything that does not depend on the carried state is computed for all
-    chunks at once; padding tokens (k = v = 0, g = beta = 0) leave the state as is.
-    """
+    """WY-form chunked gated delta rule, the same function as ``_recurrent_seq``; padding leaves the state as is."""
     length = q.shape[0]
     pad = -length % chunk
     n = (length + pad) // chunk
@@ -201,11 +178,8 @@ class TorchBackend(Backend):
 
 
 class VllmCpuBackend(Backend):
-    """vLLM's CPU GDN ops, called as ``vllm/model_executor/layers/mamba/ops/cpu/gdn_attention.py`` does.
-
-    States live in a float32 pool indexed by ``initial_state_indices`` (the kernel
-    updates the pool in place); q/k/v/a/b and the conv run in bf16.
-    """
+    """vLLM's CPU GDN ops, called as vLLM's ``ops/cpu/gdn_attention.py`` does: states in a float32 pool indexed by
+    ``initial_state_indices`` (updated in place), q/k/v/a/b and the conv in bf16."""
 
     name = "vllm-cpu"
     tolerance = 3e-2
@@ -297,12 +271,9 @@ def _fla_module() -> tuple[Any, str]:
 
 
 class TritonBackend(Backend):
-    """FLA's Triton kernels on CUDA: ``chunk_gated_delta_rule`` (prefill), ``fused_recurrent_gated_delta_rule``.
-
-    vLLM's copy keeps states as ``[N, HV, V, K]``; fla-core as ``[N, HV, K, V]``.
-    q/k/v run in ``dtype`` (bf16; the chunked kernel refuses float32); states stay float32.
-    Every kernel entry point is called through :meth:`_launch`.
-    """
+    """FLA's Triton kernels on CUDA (chunked prefill, fused recurrent); vLLM's copy keeps states ``[N, HV, V, K]``,
+    fla-core ``[N, HV, K, V]``. q/k/v in ``dtype`` (bf16: the chunked kernel refuses float32), states float32;
+    every entry point is called through :meth:`_launch`."""
 
     name = "triton"
     tolerance = 3e-2  # bf16 inputs like vllm-cpu; not yet measured on a GPU
@@ -373,11 +344,9 @@ class TritonBackend(Backend):
         return torch.cat(outs).float(), torch.cat(states)
 
     def _vllm_recurrent(self, q, k, v, g, beta, state, cu_seqlens):
-        """vLLM's fused recurrent kernel as its spec-decode verify path calls it: a state pool whose slot 0
-        is the null block, and per sequence a row of slots, one per token (``ssm_state_indices[n, t]``).
-        The kernel reads sequence n's initial state from its row's first slot and writes the state after
-        token t into slot t, so slot ``1 + cu[n] + t`` ends holding the state after token ``cu[n] + t``.
-        Returns outputs, the state after every token and each sequence's final state (kernel layout)."""
+        """vLLM's fused recurrent kernel as its spec-decode verify calls it: slot 0 null, one slot per token, so slot
+        ``1 + cu[n] + t`` ends holding the state after token ``cu[n] + t``. Returns outputs, the state after every token
+        and each sequence's final state (kernel layout)."""
         spans = _spans(cu_seqlens)
         initial = self._to_kernel_state(state)
         pool = torch.zeros((1 + q.shape[1], *initial.shape[1:]), dtype=torch.float32, device=q.device)
@@ -404,16 +373,9 @@ class TritonBackend(Backend):
 
 
 class TritonInterpretBackend(TritonBackend):
-    """FLA's Triton kernels on CPU, executed by Triton's interpreter: vLLM's vendored copy (the code vLLM runs
-    on a GPU), else fla-core's.
-
-    Everything it takes is in :mod:`workers.triton_interpret`. q/k/v run in float16: the
-    interpreter computes bf16 on raw bit patterns. A kernel that cannot run under this Triton is
-    named in :attr:`failures` with the interpreter's error and the construct, and the rest runs:
-    when the chunked kernel fails, prefill chunks run on the recurrent kernel (the same function).
-    :attr:`kernel_seconds` adds up the wall time of every kernel launch, per kernel. Mamba2's
-    checkpoint export (vLLM's) runs beside it wherever vLLM's kernels load.
-    """
+    """FLA's Triton kernels on CPU under Triton's interpreter (vLLM's copy, else fla-core's), q/k/v in float16. A
+    kernel that cannot run is named in :attr:`failures` and the rest runs (a failed chunked kernel falls back to the
+    recurrent one); :attr:`kernel_seconds` times each kernel; Mamba2's export runs wherever vLLM's kernels load."""
 
     name = "triton-interpret"
     tolerance = 5e-3
@@ -467,8 +429,7 @@ class TritonInterpretBackend(TritonBackend):
 
 
 class FlaCoreInterpretBackend(TritonInterpretBackend):
-    """fla-core's kernels under the interpreter, called as the triton backend calls them without vLLM: what
-    ``bench/gpu_check.sh`` runs on a GPU machine, rehearsed on CPU (fla-core from ``bench/wheels``)."""
+    """fla-core's kernels under the interpreter, as the triton backend calls them without vLLM."""
 
     name = "triton-interpret-fla"
     sources = ("fla-core",)

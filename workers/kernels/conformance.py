@@ -1,15 +1,8 @@
 """Kernel conformance: backends agree with a float64 reference, and with themselves across chunkings.
 
-For a batch of token sequences, each check compares a run against the float64
-``torch`` reference run in one chunk from the zero state (outputs and final
-states, as ``max |x - ref| / max |ref|``):
-- ``one-shot``: the backend's chunked kernel over each whole sequence;
-- ``recurrent``: the backend's recurrent kernel over each whole sequence;
-- ``resumed``: each sequence cut at the given points, every round of pieces run
-  as one varlen batch (chunked or recurrent as the round says) that starts from
-  the states the previous round returned: the resume path at every boundary.
-Every error must stay within the backend's ``tolerance``.
-"""
+Each check compares a run with the float64 torch reference in one chunk from the zero state (outputs and final
+states, ``max |x - ref| / max |ref|``): ``one-shot`` (chunked), ``recurrent``, and ``resumed`` (cut sequences run
+round by round as varlen batches from the previous round's states). Every error stays within ``tolerance``."""
 
 from __future__ import annotations
 

@@ -1,33 +1,9 @@
 """Kernel tier: replay a sim-tier schedule on real GDN kernels and compare against one-shot runs.
 
-Invariants:
-- The slot table holds real tensors keyed by physical Mamba block id; a block
-  never written reads as the zero state. Each step runs the step's state copies
-  first, then one varlen chunked call for all prefill chunks (as vLLM batches
-  them) and one recurrent call for decode / verify chunks; each chunk reads its
-  initial state from ``read_block`` and writes into ``write_blocks`` exactly
-  what the schedule says (prefill: the state after its last token; verify: the
-  state after each of its positions).
-- A request's outputs are compared, position by position, with one run of its
-  tokens from the zero state on the same backend. Divergence is
-  ``max |o - o_ref| / max |o_ref|`` over the request's compared positions, so
-  a correct schedule stays within the backend's chunking tolerance and a
-  resume from a wrong state does not.
-- Internal prefill checkpoints (``prefill_checkpoint_alignment``) run only on a
-  backend that exports them (``Backend.exports_checkpoints``: Mamba2's export
-  kernel, ``workers.kernels.checkpoint``): a prefill chunk with a checkpoint is
-  cut there, its rest runs from the state at the cut in a second call of the
-  step, and the export kernel writes the checkpoint into its block. Elsewhere
-  such a scenario, and any with a KV connector's external tokens (not modeled
-  here), is ``unsupported``.
-- Every slot the sim tier names poisoned is checked at the end of the step it
-  was named in: it is wrong on the kernels when it is further than the
-  tolerance from the one-shot state of the tokens its hash claims (and it is
-  also compared with the state the sim says it holds). Every checkpoint the
-  export kernel writes is checked against the one-shot state at its position.
-- Nothing here imports vLLM unless the schedule must be produced by the sim
-  tier (``run`` without a schedule entry).
-"""
+Invariants: slots are real tensors by physical block id (never written: zero); each step runs its copies, then
+one varlen chunked call for prefills and one recurrent call for decode/verify, each chunk reading ``read_block``
+and writing ``write_blocks`` as scheduled; divergence is ``max |o - o_ref| / max |o_ref|`` against one-shot runs;
+poisoned slots and exported checkpoints are checked against one-shot states; vLLM only for ``run`` unscheduled."""
 
 from __future__ import annotations
 
@@ -62,13 +38,8 @@ class RequestDivergence:
 
 @dataclass
 class SlotCheck:
-    """A slot compared with one-shot states: one the sim named poisoned, or a checkpoint the export kernel wrote.
-
-    ``error`` is the slot's distance from the state its claim says (``claimed_tokens`` of the
-    request's tokens), ``held_error`` from the state the sim says it holds (``held_tokens``; None
-    when the sim says it holds no prefix of the claim), both ``max |x - ref| / max |ref|`` over
-    the conv and SSM states.
-    """
+    """A slot the sim named poisoned, or a checkpoint the export kernel wrote, against one-shot states: ``error``
+    from the claimed state (``claimed_tokens``), ``held_error`` from the sim's held one (``held_tokens``, or None)."""
 
     kind: str  # "poisoned" | "checkpoint"
     step: int
@@ -142,18 +113,9 @@ def _feeds(result: RunResult, tokens: dict[str, list[int]]) -> dict[int, list[_F
 
 
 def _split_copies(result: RunResult, block_size: int) -> dict[int, tuple[list[list[int]], list[list[int]]]]:
-    """Per step, (copies before the kernels, copies after them).
-
-    ``StepRecord.copies`` lists, in order, the KV manager's block copies and the
-    runner's ``preprocess_mamba`` copies (both before the kernels), then the
-    spec-decode postprocess copies (an exact boundary state saved after
-    verification, read from a block the step's verify chunk just wrote). A
-    copy is post-kernel iff its source is one of this step's verify writes and
-    it is not that chunk's own preprocess copy; a chunk had a preprocess copy
-    iff its previous column (its last chunk's while it keeps running, else
-    ``(start - 1) // B``) differs from its ``state_column``, and that copy
-    lands in the block the chunk reads.
-    """
+    """Per step, (copies before the kernels, copies after them): a copy is post-kernel iff its source is one of the
+    step's verify writes and not that chunk's own preprocess copy (which exists iff the chunk's previous column, its
+    last chunk's or ``(start - 1) // B``, differs from its ``state_column``, and lands in the block it reads)."""
     last: dict[str, Chunk] = {}
     split: dict[int, tuple[list[list[int]], list[list[int]]]] = {}
     for step in result.steps:
@@ -202,12 +164,8 @@ class SlotTable:
 
 
 def unsupported_reason(scenario: Scenario, exports_checkpoints: bool) -> str | None:
-    """Why this tier cannot judge ``scenario`` (what it does not model), or None when it can.
-
-    The tier replays the GDN layer's kernels on the schedule's chunks and copies: it loads no KV
-    connector's state (a request resumed from external tokens would read an empty slot, and look
-    wrong), and it writes internal prefill checkpoints only on a backend that runs Mamba2's export
-    kernel (``exports_checkpoints``): guessing there would blame vLLM for what this tier leaves out."""
+    """Why this tier cannot judge ``scenario``, or None: it loads no KV connector's state, and writes internal
+    prefill checkpoints only where ``exports_checkpoints`` (guessing would blame vLLM for what this tier omits)."""
     if any(r.external_tokens for r in scenario.requests):
         return ("external_tokens: the kernel tier loads no KV connector's state, so a request resumed from "
                 "external tokens would read a slot nothing wrote")
@@ -218,14 +176,9 @@ def unsupported_reason(scenario: Scenario, exports_checkpoints: bool) -> str | N
 
 
 class KernelExecutor(BaseExecutor):
-    """``run(scenario, policy) -> RunResult`` on real GDN kernels, from the sim tier's schedule.
-
-    ``schedules``: precomputed entries (a schedule file) looked up by scenario id and
-    policy name; without one, ``run`` asks the sim tier (which imports vLLM) and keeps
-    the entry, so ``canary_detected`` after ``run`` reuses it.
-    ``canary_shift``: when > 0, the first resumed request's resume slot is overwritten
-    with the state ``canary_shift`` tokens short of its hit, to show detection works.
-    """
+    """``run(scenario, policy) -> RunResult`` on real GDN kernels from the schedule: ``schedules`` (by scenario id and
+    policy), else the sim tier's, kept for ``canary_detected``. ``canary_shift`` > 0 overwrites the first resumed
+    request's slot with the state that many tokens short of its hit."""
 
     tier = TIER
 
@@ -254,18 +207,14 @@ class KernelExecutor(BaseExecutor):
         return self.to_run_result(*self._replayed(scenario, policy.name, policy))
 
     def truth(self, scenario: Scenario) -> RunResult:
-        """Every request without caching. The tier compares each run with one-shot runs itself, so this
-        carries no outputs: output tokens are the schedule's inputs here, not observations."""
+        """Every request without caching, with no outputs (output tokens are the schedule's inputs here)."""
         result = RunResult(tier=TIER, policy="truth", scenario_id=scenario.scenario_id())
         for request in scenario.requests:
             result.requests[request.id] = RequestOutcome(request.id, prompt_tokens=0)
         return result
 
     def canary_detected(self, scenario: Scenario) -> bool:
-        """Does a resume slot corrupted to hold one token less show as a divergence here?
-
-        Uses the ``vllm`` policy's schedule; False when no request resumes (nothing to corrupt).
-        """
+        """Whether a resume slot corrupted to one token less shows as a divergence; False when none resumes."""
         report = self.replay(self._entry(scenario, "vllm", None), canary_shift=1)
         return report.canary_block is not None and bool(report.diverging())
 
@@ -287,8 +236,7 @@ class KernelExecutor(BaseExecutor):
         return entry, self.replay(entry)
 
     def deadline(self) -> float:
-        """Seconds one replay may take: ``--deadline`` (``$GDNFUZZ_DEADLINE_S``), else the backend's own
-        (an interpreter's), else the tier's default."""
+        """Seconds one replay may take: ``--deadline``, else the backend's own, else the tier's default."""
         return deadline_seconds(self.backend.deadline_s or DEFAULT_DEADLINE_S)
 
     def unsupported(self, entry: ScheduleEntry) -> str | None:
@@ -383,11 +331,8 @@ class KernelExecutor(BaseExecutor):
 
     def _run_prefills(self, batch: list[_Feed], slots: SlotTable, outputs: dict, report: KernelReport,
                       entry: ScheduleEntry, step: int) -> None:
-        """One varlen chunked call for the step's prefill chunks, each written into its last write block.
-
-        A chunk that exports an internal checkpoint is cut at it: the call covers its tokens up to the
-        checkpoint, a second call the rest from the state there, and the export kernel writes the
-        checkpoint (the conv window ending there, the state there) into the chunk's checkpoint block."""
+        """One varlen chunked call for the step's prefills, each written into its last write block; a chunk with an
+        internal checkpoint is cut there, its rest run from that state, and the export kernel writes the checkpoint."""
         cuts = [f.chunk.checkpoint_tokens - f.chunk.start if f.chunk.checkpoint_block is not None else len(f.ids)
                 for f in batch]
         read = [slots.read(f.chunk.read_block) for f in batch]
@@ -442,8 +387,7 @@ class KernelExecutor(BaseExecutor):
                                               error))
 
     def _run_recurrent(self, batch: list[_Feed], slots: SlotTable, outputs: dict, report: KernelReport):
-        """One varlen recurrent call for the step's decode and verify chunks, the state after each position
-        written into the chunk's write block for it."""
+        """One varlen recurrent call for decode and verify chunks, each position's state into its write block."""
         cu = [0]
         for f in batch:
             cu.append(cu[-1] + len(f.ids))
@@ -527,12 +471,8 @@ class KernelExecutor(BaseExecutor):
     # ------------------------------------------------------------ result
 
     def to_run_result(self, entry: ScheduleEntry, report: KernelReport) -> RunResult:
-        """The sim run's schedule, with what the kernels measured in place of the sim's symbolic observations.
-
-        Output tokens are left empty (they were the replay's inputs); a resumed request's
-        ``resume_state_ok`` says whether its outputs stayed within tolerance, and every
-        request beyond tolerance is a ``divergence`` fault.
-        """
+        """The sim run's schedule with the kernels' measurements: no output tokens, ``resume_state_ok`` says whether a
+        resumed request stayed within tolerance, and each request beyond it is a ``divergence`` fault."""
         sim = entry.result
         result = RunResult(
             tier=TIER,

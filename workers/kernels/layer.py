@@ -1,9 +1,7 @@
 """A seeded GDN layer: token ids in, per-token kernel inputs out, and the state shapes.
 
-Invariant: every tensor here is a deterministic function of ``(LayerShape, seed)``
-and the token ids, on any machine, so a request's kernel outputs depend on its
-tokens and its initial state alone. Nothing here imports vLLM.
-"""
+Invariant: every tensor is a deterministic function of ``(LayerShape, seed)`` and the token ids, on any machine.
+Nothing here imports vLLM."""
 
 from __future__ import annotations
 

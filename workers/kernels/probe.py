@@ -1,13 +1,7 @@
 """Which of vLLM's Triton kernels run under Triton's interpreter here, and what each workaround is for.
 
-Each entry point the project runs under the interpreter (:data:`ENTRY_POINTS`: the FLA chunked
-and recurrent gated delta rule, Mamba2's checkpoint export, the two fused align copy kernels) is
-called once on tiny inputs with a set of workarounds (``workers.triton_interpret.Workaround``);
-:func:`probe` reports the kernels it launched and, when it fails, the failing kernel with the
-interpreter's error and the construct. Run with every workaround, then without each one in turn
-(``python -m workers.kernels interpreter``), it shows which workaround each kernel needs on this
-Triton, so an upgrade shows which ones can go.
-"""
+:func:`probe` calls each of :data:`ENTRY_POINTS` once on tiny inputs under a set of workarounds and reports the
+kernels launched, or the failing kernel, error and construct; :func:`workaround_table` drops each in turn."""
 
 from __future__ import annotations
 

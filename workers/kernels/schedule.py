@@ -1,12 +1,7 @@
-"""Schedule files: the sim tier's runs, carried to machines that have no vLLM.
+"""Schedule files: the sim tier's runs (scenario and RunResult per (scenario, policy)), for machines without vLLM.
 
-A schedule file holds, per (scenario, policy), the scenario and the sim tier's
-RunResult (which chunk ran in which step, which block each chunk read and
-wrote, which state copies ran in each step, every request's output tokens);
-each request's full token list follows from those two. The kernel tier replays it with nothing but torch, so a GPU
-worker without vLLM can run it. Invariant: an entry replays to the same
-outcome as running the sim tier on the same scenario and policy here.
-"""
+The kernel tier replays them with torch alone. Invariant: an entry replays to the same outcome as the sim tier
+on the same scenario and policy."""
 
 from __future__ import annotations
 
@@ -67,10 +62,7 @@ def _under(where: str, fail: json_input.Fail) -> json_input.Fail:
 
 
 def request_tokens(scenario: Scenario, result: RunResult) -> dict[str, list[int]]:
-    """Each request's full token list: (parent's full list if it continues one) + own prompt + outputs.
-
-    Outputs are the token ids the run reports in ``result.requests[rid].output_tokens``.
-    """
+    """Each request's full token list: its parent's full list if it continues one, its prompt, its output tokens."""
     said = {r.id: list(result.requests[r.id].output_tokens) if r.id in result.requests else []
             for r in scenario.requests}
     return {r.id: prompt_tokens(scenario, r, said) + said[r.id] for r in scenario.requests}

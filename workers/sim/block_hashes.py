@@ -1,17 +1,8 @@
 """vLLM's request block hasher (what ``EngineCore`` hands every ``Request``), memoized across runs.
 
-Hashing a prompt is one pickle and one SHA-256 per hash block, in vLLM's code (instrumented, under the
-fuzzer): most of building a ``Request``, and the sim builds thousands whose prompts repeat (a mutated
-scenario keeps its seed and segments, so its prompts are the same tokens). A block's hash depends only on
-its parent block's hash, its own tokens and the request's extra keys (multimodal features, LoRA, cache
-salt, prompt embeddings), and the sim's requests carry no extra keys.
-
-Invariant: the hasher returns, for every request and every call, exactly the list vLLM's own
-``request_block_hasher`` returns (the same ``BlockHash`` values in order): a memo entry is keyed by the
-hash function, the hash block size, ``NONE_HASH``, the parent hash and the tokens hashed (their exact
-bytes, as unsigned 32-bit ids), and holds what vLLM's hasher returned for them; a request with any extra key goes to vLLM's hasher every time.
-``tests/test_sim_reuse.py`` recomputes every run's block hashes with vLLM's hasher and compares.
-"""
+Invariant: it returns exactly the list vLLM's ``request_block_hasher`` returns, in order: a memo entry is keyed by
+the hash function, hash block size, ``NONE_HASH``, parent hash and the tokens' exact bytes (unsigned 32-bit ids);
+a request with any extra key (multimodal, LoRA, cache salt, embeddings) goes to vLLM's hasher every time."""
 
 from __future__ import annotations
 

@@ -1,29 +1,9 @@
 """Recycled ``BlockPool``s: a drained pool reset to exactly the state ``BlockPool.__init__`` leaves.
 
-Building a Scheduler is mostly building its pool's ``KVCacheBlock`` objects (one per block, a
-dataclass ``__init__`` each: 2 ms of a 4 ms build for 1500 blocks). A sim run ends with every
-request finished, so its pool is drained: every block but the null block is free. Resetting such a
-pool costs a fraction of a new one, and the rest of the Scheduler is still built new by vLLM. A
-pool serves any later build with the same arguments and at most as many blocks: it keeps its first
-``num_gpu_blocks`` blocks (ids 0 to n-1, as a new pool numbers them) and drops the rest.
-
-Only the blocks a run touched are reset. vLLM's free queue hands blocks out from its front, which in
-a new pool is block id order, and puts freed blocks at its back; so every block above the highest id
-the front ever handed out (``_Front``, which observes the queue's two front pops) was never allocated,
-still has a new block's fields, and is still linked to its neighbours in id order.
-
-Invariants kept here:
-- a pool ``BlockPoolStock.take`` returns is indistinguishable from ``BlockPool(...)`` with the same
-  arguments: every block's fields, the free queue's order (block id order, block 0 the null block),
-  an empty hash index, no events and no reuse watchers (``tests/test_sim_reuse.py`` compares
-  them field by field with a new pool, and whole runs against runs on new schedulers);
-- a pool is taken back only drained, with nothing pending, and only when built without a metrics
-  collector or KV events; anything else is left to the garbage collector;
-- recycling is off (every ``take`` builds a new pool) if ``BlockPool`` or ``KVCacheBlock`` carry
-  fields this reset does not know: a vLLM upgrade is never half-reset;
-- only the coordinator's one ``BlockPool(...)`` call is routed here, and only inside
-  ``recycled_block_pools`` (around one Scheduler construction).
-"""
+Invariants: a pool ``BlockPoolStock.take`` returns is indistinguishable from a new ``BlockPool(...)`` (fields, free
+queue order, empty hash index, no events or watchers); only blocks a run touched are reset (none above ``_Front``'s
+highest id was allocated); pools are taken back only drained, without metrics or KV events; recycling is off if
+``BlockPool``/``KVCacheBlock`` gain unknown fields; only ``recycled_block_pools`` routes the coordinator's call."""
 
 from __future__ import annotations
 
@@ -63,8 +43,7 @@ class BlockPoolStock:
         self.reused = self.built = 0
 
     def take(self, *args: Any, **kwargs: Any) -> Any:
-        """``BlockPool(*args, **kwargs)``: the smallest idle pool with these arguments and enough
-        blocks, cut to size and reset, when there is one."""
+        """``BlockPool(*args, **kwargs)``: the smallest idle pool with these args and enough blocks, cut and reset."""
         from vllm.v1.core.block_pool import BlockPool
 
         key, num_blocks = self._key(args, kwargs)
@@ -127,9 +106,8 @@ class _Front:
 
 
 def _reset(pool: Any, num_blocks: int, touched: int) -> None:
-    """Every field of ``pool`` and its first ``num_blocks`` blocks as ``BlockPool.__init__`` sets them
-    (see POOL_FIELDS), given that blocks ``touched`` and above were never allocated; the free queue is
-    vLLM's own, with the touched blocks reset and relinked in block id order before the untouched ones."""
+    """Reset ``pool`` and its first ``num_blocks`` blocks as ``BlockPool.__init__`` sets them (POOL_FIELDS), given
+    blocks ``touched`` and above were never allocated; touched blocks are relinked in id order before the rest."""
     from vllm.v1.core.block_pool import BlockHashToBlockMap
     from vllm.v1.core.kv_cache_utils import FreeKVCacheBlockQueue
 

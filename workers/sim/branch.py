@@ -1,35 +1,10 @@
-"""Whole-branch mode on the sim tier: a checkout's scheduling code in a candidate process of its own,
-driven step by step from the deciding process, which runs everything that judges it.
+"""Whole-branch mode on the sim tier: a checkout's scheduling code in a candidate process of its own, driven
+step by step (``schedule``, ``update``) from the deciding process, which runs everything that judges it.
 
-``BranchRunner(checkout).scheduler(...)`` starts (or reuses) a child interpreter whose import system
-serves the modules ``fuzz.model.checkout.overlay_modules`` lists (``vllm/v1/core/**``,
-``vllm/v1/request.py``, ``vllm/v1/kv_cache_interface.py``) from the checkout instead of the installed
-vLLM (``workers.sim.branch_child``), builds the branch's ``Scheduler`` there for one run, and returns a
-:class:`RemoteScheduler`: the part of vLLM's ``Scheduler`` the sim tier's loop uses
-(``workers.sim.executor``), answered by the child. Per step, two exchanges: ``schedule`` (the step's
-arrivals, aborts and budget in; the ``SchedulerOutput`` and the split's contract faults out) and
-``update`` (the model runner's sampled and draft tokens in; what changed since the last ``update`` out: the
-tokens, progress, status and block hashes of each request whose state changed, and the Mamba group's
-hash index entries added, changed or removed, applied here to what this process holds).
-
-Invariants:
-- Isolation: only what the branch's scheduler produced crosses, as JSON (never pickle); the runner
-  mirror, the states, the sampling, the audit, the truth, the reference and the judge run in the
-  deciding process on the installed vLLM, and no module of the checkout is ever imported there. So
-  a branch can change the verdict only through what its scheduler does, never by patching what checks it.
-- The child installs its finder before anything imports vLLM, and never writes bytecode into the
-  checkout; it is contained (``fuzz.sandbox.containment``).
-- Every wait is bounded: loading the branch by ``fuzz.sandbox.scope.load_timeout``, an exchange by the
-  tier's deadline plus the sandbox's grace (``fuzz.sandbox.remote.run_bound``); the run's own deadline
-  interrupts sooner, and an interrupted exchange ends the child (its answer would come late).
-- A branch that needs something the installed vLLM lacks (a name it imports, a module it expects), or
-  whose loading exits or passes its bound, fails at start with :class:`BranchError` (exit 2), one line
-  saying what happened; one that reaches for an attribute or module the installed vLLM lacks while a
-  scenario runs fails the same way then (``fuzz.model.checkout.unfit_for_installed``), never a finding;
-  any other exception its scheduler raises is raised here under its own type name (a fault of the run,
-  as on the installed side), and a child that exits or hangs during a run is
-  :class:`~fuzz.model.policies.CandidateGone` (a ``process-exit`` or ``hang`` fault).
-"""
+Invariants: only what the branch's scheduler produced crosses, as JSON, and no checkout module is imported here;
+every wait is bounded; a branch unfit for the installed vLLM fails with :class:`BranchError` (exit 2, one line),
+never a finding; other exceptions of its scheduler keep their type name; a child that exits or hangs mid-run is
+:class:`~fuzz.model.policies.CandidateGone`."""
 
 from __future__ import annotations
 
@@ -96,9 +71,7 @@ class BranchRunner:
 
     def scheduler(self, scenario: Scenario, num_blocks: int, external: dict[str, int],
                   on_violation: Callable[[Any, str], None]) -> RemoteScheduler:
-        """The branch's scheduler for one run of ``scenario`` (a fresh one, empty cache). This process
-        builds its own configs first, so the model classes they need are in the model-info cache the
-        branch's process reads (``workers.sim.model_info``)."""
+        """The branch's fresh scheduler for one run of ``scenario``, after this process built its configs."""
         model_info.warm(scenario.engine, num_blocks, bool(external))
         ready = self.exchange({"op": "build", "scenario": scenario.to_dict(), "num_blocks": num_blocks,
                                "external": external})
@@ -109,8 +82,7 @@ class BranchRunner:
 
 
 def _close_in_owner(child: JsonChild, owner: int) -> None:
-    """Close ``child`` only in the process that started it: a process forked from it that exits normally
-    must never stop the child, nor remove the scratch directory, its parent still uses."""
+    """Close ``child`` only in the process that started it, never in a forked one that exits."""
     if os.getpid() == owner:
         child.close()
 
@@ -119,8 +91,8 @@ _RAISED: dict[str, type[Exception]] = {}
 
 
 def raised_as(name: str, message: str) -> Exception:
-    """The exception the branch's scheduler raised, as an exception here of a class with the same name
-    (so its fault reads ``ValueError: ...`` as the installed side's would), never the branch's own class."""
+    """The branch scheduler's exception as one here of a class with the same name (``ValueError: ...``, as the
+    installed side's), never the branch's own class."""
     name = name if name.isidentifier() else "Exception"
     if name not in _RAISED:
         _RAISED[name] = type(name, (BranchRaised,), {})
@@ -132,8 +104,8 @@ class BranchRaised(Exception):
 
 
 class ShadowRequest:
-    """A request as the deciding process knows it in whole-branch mode: the prompt it built, and what the
-    branch's scheduler reported since (output tokens, progress, status, block hashes)."""
+    """A request as the deciding process knows it in whole-branch mode: its prompt, and what the branch reported
+    since (output tokens, progress, status, block hashes)."""
 
     def __init__(self, request_id: str, prompt: list[int]):
         self.request_id = request_id
@@ -170,11 +142,8 @@ class _Status(str):
 
 
 class RemoteScheduler:
-    """The slice of vLLM's ``Scheduler`` the sim tier's loop uses, answered by the branch's process.
-
-    Arrivals and aborts are sent with the next ``schedule``; the model runner's output is sent at the
-    first read after it (the audit's :meth:`current`, or :meth:`has_requests`), so a step is two
-    exchanges. It is also the run's Mamba hash index (:meth:`current`, as ``MambaHashIndex`` gives it)."""
+    """The slice of vLLM's ``Scheduler`` the sim loop uses, answered by the branch's process in two exchanges a
+    step (runner output sent at the next read); also the run's Mamba hash index (:meth:`current`)."""
 
     def __init__(self, runner: BranchRunner, built: dict[str, Any], on_violation: Callable[[Any, str], None]):
         self.runner, self.on_violation = runner, on_violation
@@ -223,8 +192,7 @@ class RemoteScheduler:
         return self.entries
 
     def _flush(self, sync: bool = False) -> None:
-        """Send the runner's pending output (or, with ``sync``, the pending arrivals and aborts) and take in
-        what the branch's scheduler made of it."""
+        """Send the runner's pending output (with ``sync``, the pending arrivals and aborts) and take in the reply."""
         if self.pending is None and not (sync and (self.arrivals or self.aborts)):
             return
         answer = self.runner.exchange({"op": "update", "runner": self.pending, "arrivals": self.arrivals,

@@ -1,22 +1,9 @@
 """The sim tier's KV connector: a scheduler-role connector through vLLM's own interface.
 
-``ScenarioConnector`` is a ``KVConnectorBase_V1`` with ``SupportsHMA`` (hybrid models), loaded
-by vLLM's ``KVConnectorFactory`` from ``kv_transfer_config.kv_connector_module_path`` exactly as
-a user's connector is, so every connector branch of ``Scheduler.schedule`` (the matched-token
-query, the block-aligned local hit it is shown, the partial-tail trim, ``update_state_after_alloc``,
-``build_connector_meta``, ``request_finished_all_groups``) runs for real.
-
-What it holds comes from the scenario: ``hold(request_id, tokens)`` says the external tier has
-that request's first ``tokens`` prompt tokens (attention KV and the Mamba state at that position),
-as a disaggregated-prefill node or a CPU offload tier would. It offers them rounded down to the
-attention block size and capped at ``num_prompt_tokens - 1`` (the last prompt token is always
-recomputed for its logits), beyond the local hit it is shown. Loads are synchronous.
-
-Invariant: ``build_connector_meta`` returns every request allocated this step with external
-tokens, with its block ids; the sim's runner mirror
-writes the exact state at that position into the column the model runner resumes from. The
-worker role is not modelled: the mirror is the worker.
-"""
+``ScenarioConnector`` is loaded by ``KVConnectorFactory`` as a user's is, so every connector branch of
+``Scheduler.schedule`` runs for real. ``hold(request_id, tokens)`` offers that many prompt tokens, rounded down to
+the attention block and capped at ``num_prompt_tokens - 1``; loads are synchronous. Invariant: every request
+allocated with external tokens is in ``build_connector_meta`` with its block ids; the runner mirror is the worker."""
 
 from __future__ import annotations
 

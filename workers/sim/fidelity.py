@@ -1,21 +1,9 @@
 """The sim tier's fidelity guard: the vLLM functions the runner mirror still copies, fingerprinted.
 
-``workers.sim.runner_mirror`` calls vLLM's own runner code where it can (``workers.sim.runner_calls``:
-a new vLLM's is followed by construction) and re-implements the rest: a Triton kernel's decisions, the
-GPU runner's batch updates, the kernels' slot use. Those verdicts are only as good as that copy, so
-every function the mirror copies (:data:`MIRRORED`) is fingerprinted: the SHA-256 of its exact source
-text, read from the installed vLLM file with ``ast`` (the same text ``inspect.getsource`` returns,
-without importing the GPU model runner). The fingerprints the mirror was checked against are committed
-in ``mirror_fingerprints.json`` beside this file, per vLLM version checked.
-
-Invariant: a sim run never starts silently on a vLLM whose mirrored code differs from every version
-checked. :func:`check_mirror_fidelity` names each function whose source matches none (or vanished)
-and warns, or raises :class:`FidelityError` (exit 2) when strict: ``GDNFUZZ_STRICT_FIDELITY=1`` (which
-``gdnfuzz ci`` and ``gdnfuzz fidelity --strict`` set), or a CI run (``CI`` set, as GitHub Actions,
-Buildkite and most CI systems set it; ``GDNFUZZ_STRICT_FIDELITY=0`` warns there). A new vLLM release
-whose mirrored functions are unchanged passes without a word; record it with ``gdnfuzz fidelity
---record`` only after re-checking the mirror against the changed functions.
-"""
+Each of :data:`MIRRORED` is the SHA-256 of its exact source, read with ``ast``; ``mirror_fingerprints.json`` holds
+those checked, per vLLM version. Invariant: a sim run never starts silently on a vLLM whose mirrored code matches
+no checked version: :func:`check_mirror_fidelity` warns naming each, or raises :class:`FidelityError` when strict
+(``GDNFUZZ_STRICT_FIDELITY=1``, or ``CI`` set unless it is ``0``). Record only after re-checking the mirror."""
 
 from __future__ import annotations
 

@@ -1,20 +1,8 @@
 """The Mamba group's entries of a block pool's hash index, kept current without scanning the index.
 
-The poison audit checks, after every step, every (block, hash) pair of the Mamba group in the pool's
-``BlockHashToBlockMap`` (what ``get_cached_block`` looks up). A scan finds them among every hashed
-block of every group: on long prompts thousands of attention entries per step, the audit's largest
-cost. ``MambaHashIndex`` observes the index's only two mutators, ``insert`` and ``pop`` (nothing else
-in vLLM writes its ``_cache``), on that one instance, and after each reads the touched key's entry
-back from the index itself.
-
-Invariants:
-- ``current()`` equals ``scan(index, group)`` of the pool's index as it is now: the same keys, each
-  with the same blocks, in the same order (a new key goes last; ``pop`` takes the key out and puts a
-  non-empty entry back, so that key moves last, as in vLLM's own dict);
-- observing changes nothing vLLM sees: the wrappers call the index's own methods and return their
-  results; a pool that replaces its index (``reset_prefix_cache``) is re-read by a scan.
-``tests/test_sim_reuse.py`` compares ``current()`` with a scan after every step of generated runs.
-"""
+``MambaHashIndex`` observes the index's only mutators (``insert``, ``pop``) on that instance. Invariants:
+``current()`` equals ``scan(index, group)`` now (same keys, blocks and order; a popped key put back moves last);
+observing changes nothing vLLM sees; a pool that replaces its index (``reset_prefix_cache``) is re-read by a scan."""
 
 from __future__ import annotations
 

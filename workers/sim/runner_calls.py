@@ -1,31 +1,9 @@
 """vLLM's own model-runner code, called by the sim tier on stand-in states instead of re-implemented.
 
-The sim's runner mirror (``workers.sim.runner_mirror``) keeps exact symbolic states (``State``: the
-tokens a recurrent state has consumed). Where vLLM's runner decides with plain Python over the
-scheduler's output and moves states with copies it describes by address, that code is called here on
-stand-ins, so a new vLLM is followed without a change on this side:
-
-- :class:`StandinSlots`: the Mamba cache as vLLM's runner sees it, one int64 tensor per state the
-  layer keeps (GDN: conv and temporal), one row per physical block, each holding the id of the
-  ``State`` its slot holds. vLLM's copy specs (``get_conv_copy_spec``, ``get_temporal_copy_spec``) take
-  their addresses, vLLM's ``batch_memcpy`` (with vLLM's own CPU implementation,
-  ``vllm.utils.cpu_triton_utils._batch_memcpy_impl``, registered through vLLM's kernel dispatcher)
-  moves their bytes. What a slot holds is read from the temporal stand-in: the recurrent state that
-  names it. (A conv stand-in carries no window: a copy that shifts the window by the accepted drafts
-  moves none of its bytes, and nothing reads it.)
-- :class:`Preprocess`: ``vllm.v1.worker.mamba_utils.preprocess_mamba``, vLLM's decision where each
-  request's running state lives this step (``mamba_state_idx``), when it is copied there and from which
-  column (the accepted-token bias), with its ``cleanup_mamba_state_idx``; called as
-  ``GPUModelRunner.execute_model`` calls it (on steps that schedule tokens, its scalar copy path).
-- :class:`Checkpoints`: ``MambaPrefillCheckpointBuilder.build``, where a backend with prefill
-  checkpoint blocks exports a chunk's internal checkpoint (offset into the chunk, block), from a
-  stand-in of the attention metadata it reads; with the worker's cache config as
-  ``Worker.initialize_from_config`` sets it (the one thing here that is mirrored, and fingerprinted:
-  ``workers.sim.fidelity``).
-
-Invariant: every decision named above is vLLM's own code's, on the installed vLLM; a stand-in that
-lacks something vLLM starts to read raises (AttributeError), it never guesses.
-"""
+:class:`StandinSlots` (the Mamba cache as ``State`` ids, moved by vLLM's copy specs and CPU ``batch_memcpy``),
+:class:`Preprocess` (``preprocess_mamba``), :class:`Checkpoints` (``MambaPrefillCheckpointBuilder.build``); only
+:func:`worker_config` is mirrored. Invariant: each decision is the installed vLLM's own code's; a stand-in lacking
+what vLLM starts to read raises (AttributeError), never guesses."""
 
 from __future__ import annotations
 
@@ -47,8 +25,7 @@ BATCH_MEMCPY_KERNEL = "vllm.v1.worker.mamba_utils.batch_memcpy_kernel"
 
 @functools.cache
 def _cpu_batch_memcpy() -> None:
-    """Once per process: vLLM's ``batch_memcpy`` runs vLLM's CPU implementation (the CPU platform registers
-    the same one; on any platform the sim's stand-ins are CPU tensors)."""
+    """Once per process: vLLM's ``batch_memcpy`` runs its CPU implementation (the sim's stand-ins are CPU tensors)."""
     from vllm.triton_utils.dispatcher import register_kernels
     from vllm.utils.cpu_triton_utils import _batch_memcpy_impl
 
@@ -58,15 +35,15 @@ def _cpu_batch_memcpy() -> None:
 
 
 def gdn_copy_funcs() -> tuple[Any, ...]:
-    """The GDN layer's state copy functions, as the model (``Qwen3NextForCausalLM.get_mamba_state_copy_func``)
-    gives them to the runner."""
+    """The GDN layer's state copy functions, as ``Qwen3NextForCausalLM.get_mamba_state_copy_func`` gives them."""
     from vllm.model_executor.layers.mamba.mamba_utils import MambaStateCopyFuncCalculator
 
     return tuple(MambaStateCopyFuncCalculator.gated_delta_net_state_copy_func())
 
 
 class StandinSlots:
-    """The Mamba cache's physical slots: ``self[block]`` is the ``State`` the slot holds (``ZERO`` when fresh)."""
+    """The Mamba cache's physical slots: ``self[block]`` is the ``State`` the slot holds (``ZERO`` when fresh), read
+    from the temporal stand-in (a conv stand-in carries no window)."""
 
     def __init__(self, num_blocks: int, copy_funcs: Sequence[Any]):
         from vllm.model_executor.layers.mamba.mamba_utils import get_temporal_copy_spec
@@ -107,8 +84,8 @@ class RequestState:
 
 @dataclass
 class InputBatch:
-    """What ``preprocess_mamba`` reads and writes of the runner's ``InputBatch``: the rows' request ids and
-    their accepted-token counts (reset to 1 where a running state moved)."""
+    """What ``preprocess_mamba`` reads and writes of the runner's ``InputBatch``: row request ids and accepted-token
+    counts (reset to 1 where a running state moved)."""
 
     req_ids: list[str]
     num_accepted_tokens_cpu: np.ndarray
@@ -149,8 +126,7 @@ class Preprocess:
                                 for name in self.kv_cache_config.kv_cache_groups[gid].layer_names}
 
     def __call__(self, scheduler_output: Any, requests: dict[str, RequestState], batch: InputBatch) -> None:
-        """Run it for this step's batch: ``mamba_state_idx`` and ``batch.num_accepted_tokens_cpu`` are updated,
-        and every copy it decides is done on the stand-in slots."""
+        """Run it for this batch: updates ``mamba_state_idx`` and accepted counts; its copies go to the stand-ins."""
         from vllm.v1.worker.mamba_utils import preprocess_mamba
 
         preprocess_mamba(scheduler_output, self.kv_cache_config, self.vllm_config.cache_config,
@@ -158,8 +134,8 @@ class Preprocess:
                          self.copy_bufs)
 
     def copies(self) -> list[list[int]]:
-        """The ``[src, dst]`` blocks of the copies the last call made, read off vLLM's copy buffers (the
-        temporal stand-in's entries: one per request whose running state moved, in batch order)."""
+        """The ``[src, dst]`` blocks of the last call's copies, off vLLM's copy buffers (one per request whose running
+        state moved, in batch order)."""
         bufs, n = self.copy_bufs, self.copy_bufs.offset
         if n == 0:
             return []
@@ -171,8 +147,7 @@ class Preprocess:
 
 
 def worker_config(vllm_config: Any, kv_cache_config: Any) -> Any:
-    """The worker's view of ``vllm_config``: ``Worker.initialize_from_config`` adopts the engine core's
-    prefix-cache granularity into its cache config (mirrored; fingerprinted)."""
+    """The worker's ``vllm_config``: ``Worker.initialize_from_config``'s prefix-cache granularity (mirrored)."""
     config = copy.copy(vllm_config)
     config.cache_config = copy.copy(vllm_config.cache_config)
     config.cache_config.hash_block_size = kv_cache_config.hash_block_size
@@ -181,9 +156,8 @@ def worker_config(vllm_config: Any, kv_cache_config: Any) -> Any:
 
 
 class AttentionMetadata:
-    """What ``MambaPrefillCheckpointBuilder.build`` reads of ``CommonAttentionMetadata``, for the rows given:
-    query start locations, sequence lengths (computed plus scheduled) and the Mamba group's block table.
-    Built only when read (a spec without checkpoint blocks reads none of it)."""
+    """What ``MambaPrefillCheckpointBuilder.build`` reads of ``CommonAttentionMetadata`` for the rows given (query
+    starts, sequence lengths, the Mamba block table), built only when read."""
 
     def __init__(self, query_lens: list[int], seq_lens: list[int], block_tables: list[list[int]]):
         self._query_lens, self._seq_lens, self._tables = query_lens, seq_lens, block_tables

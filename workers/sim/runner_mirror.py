@@ -2,35 +2,19 @@
 called, a mirror where it cannot.
 
 Called, on stand-in states (``workers.sim.runner_calls``), so a new vLLM is followed without a change:
-- ``vllm/v1/worker/mamba_utils.py``: ``preprocess_mamba`` with its ``cleanup_mamba_state_idx`` (where the
-  running state lives this step, and the copy into it from the previous column plus the accepted-token
-  bias), its copy specs (``get_temporal_copy_spec``, ``get_conv_copy_spec``) and ``batch_memcpy``.
-- ``vllm/model_executor/layers/mamba/checkpoint.py``: ``MambaPrefillCheckpointBuilder.build`` (which calls
-  ``compute_mamba_prefill_checkpoints``): for a spec with prefill checkpoint blocks, each prefill chunk's
-  checkpoint offset and block, in lockstep with the scheduler and ``MambaManager`` as the backend is.
+- ``vllm/v1/worker/mamba_utils.py``: ``preprocess_mamba`` with its ``cleanup_mamba_state_idx``, its copy specs
+  (``get_temporal_copy_spec``, ``get_conv_copy_spec``) and ``batch_memcpy``.
+- ``vllm/model_executor/layers/mamba/checkpoint.py``: ``MambaPrefillCheckpointBuilder.build``.
 
-Mirrored (checked against vLLM 0.32.0 and 0.33.0; ``workers.sim.fidelity`` fingerprints each and fails
-where one changed):
-- ``vllm/v1/worker/gpu_worker.py``: ``Worker.initialize_from_config`` (the worker's cache config adopts
-  the engine core's hash block size and cache-hit alignment: ``runner_calls.worker_config``).
-- ``vllm/v1/worker/mamba_utils.py``: ``postprocess_mamba_fused_kernel`` (spec decode: when accepted
-  tokens cross a block boundary, the exact boundary state is copied from its speculative column into
-  the boundary's column; a Triton kernel).
-- ``vllm/v1/worker/gpu_model_runner.py``: ``_update_states`` (fresh blocks in ``new_block_ids_to_zero``
-  are zeroed and the manager's ``kv_cache_block_copies``, e.g. the copy-on-write of a partial-hit block,
-  run before anything else; block tables are append-only except for requests resumed from
-  preemption), and ``_update_states_after_model_execute`` (every row's accepted count is its number of
-  valid sampled tokens: 1 for a chunk without drafts).
-- The GDN kernels' slot use: a prefill chunk starts from the state in its running column (zero state
-  when nothing is computed) and writes the state after its last token there; a verify step of
-  ``1 + d`` tokens starts from column ``curr + accepted - 1`` and writes the state after its i-th token
-  to column ``curr + i``.
-- The backend's export of an internal prefill checkpoint (``store_prefill_checkpoint`` in
-  ``ops/ssd_checkpoint.py``): the state after ``query_start + offset`` tokens is written into the block
-  the builder names, before the running column gets the state after the whole chunk.
-- A KV connector's synchronous load (``start_load_kv`` before the forward pass, after
-  ``_update_states`` zeroed fresh blocks): the Mamba state at the request's ``num_computed_tokens``
-  (local hit plus external tokens) lands in the column the runner resumes from, ``(num_computed - 1) // B``.
+Mirrored (checked against vLLM 0.32.0 and 0.33.0; ``workers.sim.fidelity`` fingerprints each):
+- ``gpu_worker.py``: ``Worker.initialize_from_config`` (the cache config adopts the core's hash block size).
+- ``mamba_utils.py``: ``postprocess_mamba_fused_kernel`` (the boundary state accepted tokens crossed is copied).
+- ``gpu_model_runner.py``: ``_update_states`` (zero fresh blocks, then the manager's block copies) and
+  ``_update_states_after_model_execute`` (a row's accepted count is its valid sampled tokens).
+- The GDN kernels' slot use: a prefill chunk reads and writes its running column; a verify step of ``1 + d``
+  tokens starts from column ``curr + accepted - 1`` and writes its i-th token's state to ``curr + i``.
+- ``store_prefill_checkpoint`` (``ops/ssd_checkpoint.py``): the state after ``query_start + offset`` tokens.
+- A KV connector's synchronous load: the state at ``num_computed_tokens`` into column ``(num_computed - 1) // B``.
 
 Invariant kept: ``slot(block_id)`` is exactly what vLLM's physical Mamba slot would hold, as a
 :class:`~workers.sim.symbolic.State`.
@@ -129,8 +113,7 @@ class RunnerMirror:
         return done
 
     def load_external(self, request_id: str, prefix: tuple[int, ...]) -> int:
-        """A connector load: the exact state after ``prefix`` (the request's computed tokens) into
-        its resume column; returns the block written."""
+        """A connector load: the exact state after ``prefix`` into its resume column; returns the block written."""
         req = self.requests[request_id]
         block = req.block_ids[(len(prefix) - 1) // self.block_size]
         self.slots.write(block, State(prefix))
@@ -149,8 +132,8 @@ class RunnerMirror:
 
     def step(self, work: list[StepWork], scheduler_output: Any,
              copies_done: list[list[int]] | None = None) -> StepOutcome:
-        """The runner's part of a step that schedules ``work``: vLLM's ``preprocess_mamba`` moves every
-        running state to its current column, then the kernels, sampling and the spec-decode postprocess."""
+        """The runner's part of a step: vLLM's ``preprocess_mamba`` moves running states to their current column, then
+        the kernels, sampling and the spec-decode postprocess."""
         out = StepOutcome(copies=list(copies_done or []))
         batch = InputBatch([item.request_id for item in work],
                            np.array([self.requests[item.request_id].num_accepted for item in work], dtype=np.int32))
@@ -170,8 +153,8 @@ class RunnerMirror:
         return out
 
     def _checkpoints(self, work: list[StepWork]) -> list[tuple[int, int] | None]:
-        """Per chunk, the internal prefill checkpoint the backend exports (offset into the chunk, block), as
-        vLLM's checkpoint builder decides it for the rows without drafts (the GDN backend's rows)."""
+        """Per chunk, the internal prefill checkpoint the backend exports (offset into the chunk, block), as vLLM's
+        builder decides it for the rows without drafts."""
         reqs = [self.requests[item.request_id] for item in work]
         metadata = AttentionMetadata([len(item.tokens) for item in work],
                                      [req.num_computed + len(item.tokens) for req, item in zip(reqs, work, strict=True)],
@@ -219,8 +202,7 @@ class RunnerMirror:
 
     def _export_checkpoint(self, item: StepWork, req: RequestSlots, initial: State, chunk: Chunk, offset: int,
                            target: int) -> None:
-        """The backend's internal prefill checkpoint: the state after ``offset`` of the chunk's tokens, into the
-        block the builder names; the chunk records its position (tokens) and the block."""
+        """The state after ``offset`` chunk tokens into the builder's block; the chunk records position and block."""
         self.slots.write(target, initial.extend(item.tokens[:offset]))
         self.writers[target] = item.request_id
         chunk.checkpoint_tokens, chunk.checkpoint_block = req.num_computed + offset, target

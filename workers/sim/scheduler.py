@@ -1,26 +1,9 @@
 """Build vLLM's real Scheduler offline, for one set of engine knobs, with no model.
 
-The Scheduler and its KVCacheManager are vLLM's own classes; only the inputs
-that the engine would normally derive from a loaded model are made here: a
-``VllmConfig`` from ``EngineArgs`` over the tiny hybrid config directory
-(``workers.tiny_model.tiny_config_dir``), and a hybrid ``KVCacheConfig`` with one
-full-attention group and one Mamba group in align mode: GDN's spec (no prefill
-checkpoint blocks), or, with ``prefill_checkpoint_alignment``, the internal-checkpoint
-spec Mamba2 and KDA layers declare (one checkpoint block, that alignment). A scenario
-with ``external_tokens`` gets ``workers.sim.connector.ScenarioConnector`` attached through
-``kv_transfer_config``, so vLLM's ``KVConnectorFactory`` loads it by module path.
-
-Invariant: a ``VllmConfig`` is built by vLLM's ``EngineArgs`` once per distinct set of cache and
-speculative-decoding knobs and cached; its model-level parts are built once per speculative
-configuration and copied into the others (measured 9 ms a build instead of 14-22; ``_ModelParts``); the
-scheduler knobs (budget, long-prefill threshold, max_num_seqs) are set on a
-copy of its ``SchedulerConfig`` and checked by vLLM's own
-``SchedulerConfig.verify_max_model_len``; every ``build_scheduler`` call gets a
-fresh Scheduler with an empty prefix cache (0.5 ms measured once its VllmConfig is cached and a drained
-pool is at hand).
-A knob set that vLLM rejects raises :class:`ConfigRejected` with vLLM's reason
-in one line.
-"""
+Only a ``VllmConfig`` over the tiny config and a hybrid ``KVCacheConfig`` (full attention + Mamba align) are made
+here. Invariants: a VllmConfig is built by ``EngineArgs`` once per cache/spec knob set and cached (model parts
+shared, ``_ModelParts``); scheduler knobs go on a copy checked by vLLM; each build is a fresh Scheduler with an
+empty cache; a rejected knob set raises :class:`ConfigRejected` with vLLM's reason in one line."""
 
 from __future__ import annotations
 
@@ -45,9 +28,8 @@ ATTENTION_LAYER = "model.layers.1.self_attn"
 
 @dataclass(frozen=True)
 class ConfigKey:
-    """What the VllmConfig is built from: the engine arguments the knob table maps the scenario's knobs
-    to (``fuzz.model.knobs.engine_args``, as canonical JSON so the key is hashable), and whether a KV
-    connector is attached. The scheduler knobs are set per run."""
+    """What the VllmConfig is built from: the engine args (``fuzz.model.knobs.engine_args``, canonical JSON) and
+    whether a KV connector is attached. Scheduler knobs are set per run."""
 
     args: str
     kv_connector: bool = False
@@ -77,18 +59,15 @@ def one_line_reason(exc: BaseException) -> str:
 
 @functools.cache
 def _quiet_vllm() -> None:
-    """Once per process: ``Logger.setLevel`` clears every logger's cache, milliseconds each time."""
+    """Once per process (``Logger.setLevel`` clears every logger's cache)."""
     for name in ("vllm", "vllm.config", "vllm.engine"):
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
 class _ModelParts:
-    """The model-level configs ``EngineArgs.create_engine_config`` builds from the checkpoint (the target's
-    ``ModelConfig`` and the ``SpeculativeConfig`` with its draft ``ModelConfig``): 75% of a build, and the
-    same for every cache knob. Each is snapshotted the moment vLLM creates it, before anything else in the
-    build touches it, with the target configs it points to replaced by placeholders; ``install`` gives an
-    ``EngineArgs`` deep copies of those snapshots with the placeholders bound to that build's own objects,
-    so every build still gets fresh, unshared configs in exactly the state vLLM created them in."""
+    """The model-level configs ``EngineArgs.create_engine_config`` builds (target ``ModelConfig``, speculative config
+    and draft), the same for every cache knob: snapshotted as vLLM creates them; ``install`` gives each build fresh
+    deep copies bound to its own objects, in exactly the state vLLM created them in."""
 
     def __init__(self) -> None:
         self.model: Any = None
@@ -129,8 +108,7 @@ _MODEL_PARTS: dict[tuple[str, bool], _ModelParts] = {}
 
 @functools.lru_cache(maxsize=1024)
 def vllm_config_for(key: ConfigKey) -> Any:
-    """The VllmConfig vLLM's own EngineArgs produce for these knobs (cached; the model-level configs are
-    built once per ``key.model_key`` and copied, see ``_ModelParts``)."""
+    """The VllmConfig vLLM's EngineArgs produce for these knobs (cached; model-level configs per ``key.model_key``)."""
     args = _engine_args(key)
     parts = _MODEL_PARTS.get(key.model_key)
     if parts is None:
@@ -190,8 +168,7 @@ def with_scheduler_knobs(base: Any, knobs: EngineKnobs) -> Any:
 
 
 def kv_cache_config_for(vllm_config: Any, knobs: EngineKnobs, num_blocks: int) -> Any:
-    """A hybrid KVCacheConfig: full attention (block_size) + Mamba (align, B), shaped as the tiny model's
-    GDN layer; with ``prefill_checkpoint_alignment`` the Mamba spec declares one prefill checkpoint block."""
+    """Hybrid KVCacheConfig: full attention + Mamba (align, B); a checkpoint block with a checkpoint alignment."""
     import torch
     from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
     from vllm.v1.kv_cache_interface import (
@@ -250,9 +227,8 @@ def release_scheduler(scheduler: Any) -> None:
 
 
 def scheduler_configs(knobs: EngineKnobs, num_blocks: int, kv_connector: bool = False) -> tuple[Any, Any, int]:
-    """The ``VllmConfig`` and hybrid ``KVCacheConfig`` a scheduler for these knobs is built with (its block
-    sizes and cache-hit alignment resolved as vLLM resolves them), and its block size. The model runner
-    reads the same two (the sim's runner mirror, also for a whole branch whose scheduler runs elsewhere)."""
+    """The ``VllmConfig``, hybrid ``KVCacheConfig`` (block sizes and alignment resolved as vLLM does) and block
+    size a scheduler for these knobs is built with; the runner mirror reads the same."""
     from vllm.v1.core.kv_cache_utils import (
         resolve_cache_hit_alignment_tokens,
         resolve_kv_cache_block_sizes,
@@ -275,8 +251,7 @@ def scheduler_configs(knobs: EngineKnobs, num_blocks: int, kv_connector: bool = 
 
 
 def build_scheduler(knobs: EngineKnobs, num_blocks: int, kv_connector: bool = False) -> Any:
-    """A fresh real Scheduler (empty cache) for these knobs, with ``ScenarioConnector`` if asked; its
-    block pool may be a released one, reset to exactly a new pool's state (``workers.sim.block_pools``)."""
+    """A fresh real Scheduler (empty cache), ``ScenarioConnector`` if asked; its pool may be a recycled, reset one."""
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.structured_output import StructuredOutputManager
 

@@ -1,14 +1,7 @@
 """Exact symbolic recurrent states, and the deterministic toy "model" that reads them.
 
-A ``State`` is the exact sequence of token ids a recurrent (GDN/Mamba) state has
-consumed, in order. Two states are equal iff they consumed the same tokens; a
-state written at the wrong position (state@364 where state@1600 belongs) is a
-different value, so every downstream token sampled from it differs, the way a
-real model's outputs would drift.
-
-``next_token(state)`` is the toy model: a hash of the state. A request's greedy
-continuation is therefore a pure function of the tokens its state consumed.
-"""
+A ``State`` is the exact sequence of token ids a recurrent state consumed: equal iff the same tokens, so a state
+written at the wrong position changes every token sampled from it. ``next_token`` hashes the state."""
 
 from __future__ import annotations
 
@@ -20,12 +13,8 @@ from fuzz.model.scenario import VOCAB_SIZE
 
 
 class State:
-    """Immutable: the tokens consumed, with the digest computed once.
-
-    The digest is blake2b over the tokens as 32-bit words; a state made by ``extend`` from one whose
-    digest was computed continues a copy of its parent's hash stream (hashing is streaming, so the
-    digest is the same as hashing all the tokens at once), which makes a greedy continuation linear
-    in its length instead of quadratic."""
+    """Immutable: the tokens consumed and their blake2b digest (32-bit words), computed once; ``extend`` continues
+    a copy of the parent's hash stream (the same digest as hashing all at once), so continuations are linear."""
 
     __slots__ = ("tokens", "_digest", "_stream")
 

@@ -1,4 +1,2 @@
 """The finding classes: one module each, defining ``FINDING_CLASS`` (``fuzz.oracle.verdict.FindingClass``).
-
-Every module here is found by ``fuzz.oracle.verdict.finding_classes``; adding a class is adding a module.
-"""
+``fuzz.oracle.verdict.finding_classes`` finds every module here, so adding a class is adding a module."""

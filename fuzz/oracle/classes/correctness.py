@@ -1,14 +1,5 @@
-"""The correctness class: a slot that does not hold what its hash claims, a bad resume, outputs that
-differ from the truth, a contract, liveness, crash or hang fault.
-
-Judged by ``fuzz.oracle.judge`` on both sides, named by ``fuzz.oracle.signature``: a finding of the
-candidate's own after its root cause (the first split decision where the policies disagree), else
-after the first finding (its kind, the stop that was missed, the conditions, the side); it gives the ``diverged``
-status and exit 1, and is what every command fails on by default. "None found" means something only
-where a canary is caught in the same configuration. Its findings are re-run on the engine tier by a
-campaign's verifiers. A candidate run that is right on its own (``self_consistent``) cannot be the
-wrong side of a correctness verdict, so a fuzzer may skip the reference for it.
-"""
+"""The correctness class: wrong slots, bad resumes, outputs off the truth, faults (``fuzz.oracle.judge``, both sides).
+Named by a candidate's own root cause, else the symptom; a candidate run right on its own is never the wrong side."""
 
 from __future__ import annotations
 
@@ -42,8 +33,7 @@ class Correctness(FindingClass):
         return first_finding(findings)
 
     def signature(self, verdict: Verdict, scenario: Scenario, candidate_run: RunResult) -> str:
-        """The root cause where the finding is the candidate's own and its split decided it (a split that
-        raised or answered out of range is named by that fault), else the symptom."""
+        """The root cause where the candidate's own finding is its split's (contract faults aside), else the symptom."""
         symptom = self.symptom(verdict, scenario, candidate_run)
         head = self.headline(verdict.of(self))
         if verdict.root_cause is None or reference_is_wrong(symptom) or head is None or head.kind == "contract":

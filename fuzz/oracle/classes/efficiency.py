@@ -1,18 +1,6 @@
-"""The efficiency class: what the candidate makes the user pay beyond the reference, every slot exact.
-
-Judged by ``fuzz.oracle.efficiency`` from the two runs' cost records (only where both runs are sound: no
-fault, no poisoned slot, no bad resume, since a cost compared with a wrong run means nothing, e.g. a
-correct candidate against a reference whose shortcut poisons a slot; and only where the candidate pays
-more of one cost and less of none: a cheaper candidate, or one that trades one cost for another, is
-never a finding); gives the ``regressed`` status and exit 4, and fails a
-command only under ``--fail-on efficiency|any``. Named ``efficiency-`` and the root cause where the
-policies' splits disagree, else ``efficiency-<kind>-<spec family>``: only the speculative-decoding family
-names a cost (it changes what the split may cache, the EAGLE block drop); partial hits and connectors
-change where requests resume, which the cost already measures. A
-minimisation keeps at least ``KEEP_MAGNITUDE`` of the headline kind's relative magnitude, so a 20% loss
-of cache hits does not shrink into a 1-token loss of a long prompt. Its costs are exact counts on
-the sim tier, so campaign verifiers do not re-run it on the engine.
-"""
+"""The efficiency class: what the candidate makes the user pay beyond the reference, every slot exact, judged only
+where both runs are sound. Named ``efficiency-`` and the root cause, else ``efficiency-<kind>-<spec family>``; a
+minimisation keeps ``KEEP_MAGNITUDE`` of the headline's magnitude; exact on the sim tier (verifiers skip the engine)."""
 
 from __future__ import annotations
 
