@@ -23,6 +23,7 @@ from fuzz.model.deadline import DeadlineExceeded, deadline_seconds
 from fuzz.model.decision import asking_what_if
 from fuzz.model.policies import Policy, Rewind, SplitRaised
 from fuzz.model.result import RunResult
+from fuzz.model.scenario import Scenario
 from fuzz.sandbox.channel import ChildFailed, JsonChild
 from fuzz.sandbox.remote import Described, RemoteSplit, run_bound
 from fuzz.sandbox.views import presented
@@ -69,17 +70,18 @@ class TapedRun:
         self.refusal: Refusal | None = None
 
     @staticmethod
-    def of(policy: Policy, scenario: dict[str, Any], max_steps: int | None, model_infos: str) -> TapedRun | None:
-        """The taped run of ``policy`` on ``scenario`` (its ``to_dict``), where one can be made: a sandboxed
-        split (not a whole branch's) whose scope keeps a tape child for it."""
+    def of(policy: Policy, scenario: Scenario, max_steps: int | None,
+           model_infos: Callable[[], str]) -> TapedRun | None:
+        """The taped run of ``policy`` on ``scenario``, where one can be made: a sandboxed split (not a whole
+        branch's) whose scope keeps a tape child for it. Nothing is computed for any other policy."""
         split = policy.split
         if not isinstance(split, RemoteSplit) or policy.checkout is not None:
             return None
         child = split.tape_child()
         if child is None:
             return None
-        return TapedRun(split, child, {"op": "run", "scenario": scenario, "max_steps": max_steps,
-                                       "model_infos": model_infos})
+        return TapedRun(split, child, {"op": "run", "scenario": scenario.to_dict(), "max_steps": max_steps,
+                                       "model_infos": model_infos()})
 
     def result(self, run: Callable[[Callable[..., Any]], RunResult]) -> RunResult:
         """``run(split)`` with this tape's split; where the tape is refused, ``run`` again with the per-call

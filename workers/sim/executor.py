@@ -109,7 +109,7 @@ class SimExecutor(BaseExecutor):
         policy's run is answered from its child's tape (``fuzz.sandbox.tape``), where the tape matches the run."""
         if self.model_infos:
             model_info.seed(self.model_infos)
-        taped = TapedRun.of(policy, scenario.to_dict(), self.max_steps, _model_infos())
+        taped = TapedRun.of(policy, scenario, self.max_steps, _model_infos)
         if taped is None:
             return self._run(scenario, policy, reference)
         if unsupported_reason(scenario.engine) is None:  # the child builds these configs: their classes inspected
