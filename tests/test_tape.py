@@ -126,14 +126,18 @@ def test_nondeterministic_answers_are_judged_on_the_answers_the_run_was_given(si
             assert _same(taped, replayed, but="disagreement")  # its what-if questions are asked afresh
 
 
-def test_a_run_vllm_rejects_leaves_no_tape_behind(sim, scenario, tmp_path):
+def test_a_run_vllm_rejects_leaves_no_tape_behind_and_keeps_its_child(sim, scenario, tmp_path):
     path = tmp_path / "copy.py"
     path.write_text(COPY_OF_VLLM)
     rejected = replace(scenario, engine=replace(scenario.engine, num_kv_blocks=1))
     with deciding():
         policy = resolve_policy(f"{path}:split")
+        sim.run(scenario, policy)
+        child = policy.split.tape_child()
+        pid = child.proc.pid
         with pytest.raises(ConfigRejected):
             sim.run(rejected, policy)
+        assert child.alive and child.proc.pid == pid  # a minimizer's rejected candidates cost no restart
         refused = tape.FIGURES["refused"]
         assert _same(sim.run(scenario, policy), sim.run(scenario, resolve_policy("vllm")))
         assert tape.FIGURES["refused"] == refused

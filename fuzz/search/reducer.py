@@ -6,6 +6,7 @@ jobs are stored as found; a signature with a bundle is not minimized again; it i
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 import time
@@ -20,6 +21,7 @@ from fuzz.search.settings import RunSettings
 from fuzz.store.bundle import store_as_found
 from fuzz.tiers import REGISTRY, SCHEDULER_TIER
 
+NICENESS = 10  # below the workers: on a small machine a minimization must not halve fuzzing
 MIN_SECONDS = 1.0  # below this before the deadline a job is stored as found
 
 
@@ -36,6 +38,7 @@ def reduce_one(sig: str, raw: Path, settings: RunSettings, seconds: float) -> Pa
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.nice(NICENESS)  # minimizing yields the CPU to the fuzzers (and its sandbox children inherit it)
     quiet_children()  # this process's output is the supervisor's channel
     ambient()  # a user's candidate loads and answers in a sandbox child, never beside the minimizer's judge
     settings = RunSettings.from_env()
