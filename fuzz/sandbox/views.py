@@ -16,7 +16,6 @@ import functools
 import hashlib
 import importlib
 import itertools
-import json
 import operator
 import weakref
 from collections import OrderedDict
@@ -160,10 +159,21 @@ _SNAPSHOT_VIEWS = tuple(dict.fromkeys(view_key for _, _, view_key, _, _ in _SNAP
 
 
 def presented(roots: dict[str, Any]) -> str:
-    """A digest of what a call presents on ``roots`` (its :func:`snapshot`): an answer tape's entry holds the
-    child's, and the deciding run uses the entry only where its own call's digest is the same."""
-    text = json.dumps(snapshot(roots), separators=(",", ":"), allow_nan=True)
-    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+    """A digest of what a call presents on ``roots``: every path of :data:`SNAPSHOT` as :func:`snapshot` reads it
+    (a path whose reading raised as :data:`_UNREADABLE`). An answer tape's entry holds the child's, and the
+    deciding run uses the entry only where its own call's digest is the same."""
+    values: list[Any] = []
+    for root, read, _, _, _ in _SNAPSHOT_READERS:
+        try:
+            value = read(roots[root])
+        except Exception:  # noqa: BLE001 - the child's run meets the same error, or the digests differ
+            values.append(_UNREADABLE)
+            continue
+        values.append(value if type(value) in PLAIN else encode(value))
+    return hashlib.blake2b(repr(values).encode(), digest_size=12).hexdigest()
+
+
+_UNREADABLE = ("unreadable",)  # no read value is a tuple: plain values, and encode's dicts
 
 
 class Lookup:
