@@ -92,15 +92,16 @@ def case_data(f: Finding, configuration: dict[str, Any]) -> dict[str, Any]:
 
 
 def harness_text(configuration: dict[str, Any]) -> str:
-    """The harness module with the sim tier's model (``config.json``, Mamba state shapes, context) written in."""
+    """The harness module, whose model section (``config.json``, Mamba state shapes, context) must be the sim
+    tier's ``configuration``: one file, imported in place by bundles and ``docs/upstream``, inlined by exports."""
     text = HARNESS.read_text()
-    before, rest = text.split(MODEL_BEGIN, 1)
-    _, after = rest.split(MODEL_END, 1)
     model = [*layout(configuration["model_config"], head="MODEL_CONFIG: dict[str, Any] = "),
              *layout(tuple(tuple(s) for s in configuration["state_shapes"]),
                      head="STATE_SHAPES: tuple[tuple[int, ...], ...] = "),
              f"MAX_MODEL_LEN = {configuration['max_model_len']}"]
-    return before + MODEL_BEGIN + "\n".join(model) + "\n" + MODEL_END + after
+    if MODEL_BEGIN + "\n".join(model) + "\n" + MODEL_END not in text:
+        raise AssertionError(f"{HARNESS}: its model section is not the sim tier's model; write the tier's in")
+    return text
 
 
 def _paragraphs(*blocks: str | list[str]) -> str:
@@ -184,22 +185,51 @@ def _installed_split(spec: str) -> str:
 
 def render_test(case: ExportedCase, configuration: dict[str, Any]) -> str:
     """One finding as one pytest file: the harness, the case, its test (and a fixture installing a candidate split)."""
-    harness = harness_text(configuration)
+    loader = "" if case.expectation.checks_installed else _installed_split(case.expectation.split)
+    return single_file(docstring(case.finding, case.expectation), case.data, test_name(case.finding.signature),
+                       harness_text(configuration), loader)
+
+
+def single_file(doc: str, data: dict[str, Any], name: str, harness: str, loader: str = "") -> str:
+    """The harness with ``doc`` above its own docstring, ``loader`` (source), the case ``data`` and its test."""
+    harness = exported_harness(harness)
     body = harness[harness.index('"""', harness.index('"""') + 3) + 4:]  # the harness's docstring is replaced
     own = ast.get_docstring(ast.parse(harness)) or ""
-    imports = "import pytest\nimport torch\n"
-    loader = ""
-    if not case.expectation.checks_installed:
-        loader = _installed_split(case.expectation.split)
+    if loader:
         extra = "import importlib\nimport importlib.util\n" if "importlib" in loader else ""
         body = body.replace("import hashlib\n", f"import hashlib\n{extra}", 1)
         body = body.replace("from pathlib import Path\n", "from pathlib import Path\nfrom types import MethodType\n", 1)
-    body = body.replace("import torch\n", imports, 1)
+    body = body.replace("import torch\n", "import pytest\nimport torch\n", 1)
     body = body.replace("\nCase = dict[str, Any]\n", "\npytestmark = pytest.mark.cpu_test\n\nCase = dict[str, Any]\n", 1)
-    name = "test_" + re.sub(r"\W+", "_", case.finding.signature).strip("_")
-    text = '"""' + docstring(case.finding, case.expectation) + "\n\n" + own + '\n"""\n' + body
-    data = "\n".join(layout(case.data, head="CASE: Case = "))
-    return f"{SPDX}{text}\n\n{loader}{data}\n\n\n{_test_function(name, 'CASE')}"
+    text = '"""' + doc + "\n\n" + own + '\n"""\n' + body
+    cases = "\n".join(layout(data, head="CASE: Case = "))
+    return f"{SPDX}{text}\n\n{loader}{cases}\n\n\n{_test_function(name, 'CASE')}"
+
+
+def exported_harness(harness: str) -> str:
+    """The harness as an export carries it: without ``case_test``, the crash bundles' loader of ``case.json``."""
+    return harness[:harness.index("\n\ndef case_test(")].replace("from collections.abc import Callable\n", "", 1)
+
+
+def test_name(signature: str) -> str:
+    return "test_" + re.sub(r"\W+", "_", signature).strip("_")
+
+
+def bundle_single_file(signature: str, expect: Expectation, data: dict[str, Any]) -> str:
+    """A bundle's test and case (``case.json``) as one file needing only vLLM and pytest (an issue shows it)."""
+    doc = _paragraphs(f"Regression test for gdnfuzz finding {signature}.", f"{expect.what()} {expect.result()}")
+    return single_file(doc, data, test_name(signature), HARNESS.read_text())
+
+
+def render_bundle_test(case: ExportedCase) -> str:
+    """A crash bundle's test: its case is ``case.json`` beside it, its harness the crash store's (one per store)."""
+    f = case.finding
+    doc = _paragraphs(f"Regression test for gdnfuzz finding {f.signature}: {f.head.summary} (`report.md` says what "
+                      f"it checks and expects; `gdnfuzz export-test` makes it one file).")
+    return (f'"""{doc}\n"""\n\nimport sys\nfrom pathlib import Path\n\n'
+            f"sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the crash store's harness\n"
+            f"from {HARNESS_MODULE} import case_test  # noqa: E402\n\n"
+            f"{test_name(f.signature)} = case_test(__file__)\n")
 
 
 def _param(case: ExportedCase) -> list[str]:
@@ -237,7 +267,7 @@ def render_suite(cases: list[ExportedCase], configuration: dict[str, Any], comma
             "pytestmark = pytest.mark.cpu_test\n\nCASES = [\n" + "\n".join(params) + "\n]\n\n\n"
             '@pytest.mark.parametrize("case", CASES)\n'
             + _test_function(SUITE_TEST, "case").replace("(tmp_path: Path)", "(case: Case, tmp_path: Path)"))
-    return {f"{HARNESS_MODULE}.py": harness_text(configuration), SUITE_FILE: test}
+    return {f"{HARNESS_MODULE}.py": exported_harness(harness_text(configuration)), SUITE_FILE: test}
 
 
 def _installed_fails(f: Finding) -> bool:

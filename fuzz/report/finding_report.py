@@ -5,6 +5,7 @@ class's ``report_section``, and what the test checks and expects is ``fuzz.repor
 
 from __future__ import annotations
 
+import json
 import shlex
 from pathlib import Path
 
@@ -13,10 +14,11 @@ from fuzz.oracle.finding import Finding, replay_argv
 from fuzz.oracle.verdict import reference_is_wrong
 from fuzz.plural import plural
 from fuzz.report.expectation import INSTALLED, Expectation
-from fuzz.report.exported_test import exported_case, render_test
+from fuzz.report.exported_test import HARNESS, exported_case, harness_text, render_bundle_test
 from fuzz.report.root_cause import cause_words
 from fuzz.report.vllm_terms import model_words, serve_command, vllm_locations, vllm_release
-from fuzz.store.bundle import TEST_FILE, save_finding
+from fuzz.store.atomic import atomic_write
+from fuzz.store.bundle import CASE_FILE, TEST_FILE, save_finding
 from fuzz.tiers import SCHEDULER_TIER, executor_for
 
 
@@ -50,8 +52,8 @@ budget {e.max_num_batched_tokens} (per step {list(e.step_budgets) or '-'}), spec
 {vllm_section(f)}
 
 ## Reproduce
-`{TEST_FILE}` in this directory is the finding as a pytest file that needs only vLLM and pytest \
-(`pytest {bundle / TEST_FILE}`). {expect.what()} {expect.result()} With gdnfuzz:
+`{TEST_FILE}` in this directory is the finding as a pytest test that needs only vLLM and pytest \
+(`pytest {bundle / TEST_FILE}`): its case is `{CASE_FILE}`, its harness the crash store's `{HARNESS.name}`. {expect.what()} {expect.result()} With gdnfuzz:
 ```
 {shlex.join(replay_argv(str(bundle / 'scenario.json'), f.candidate, f.reference, f.tier, f.fail_on))}
 ```
@@ -127,11 +129,21 @@ def vllm_section(f: Finding) -> str:
 
 
 def store_finding(f: Finding, crashes: Path, regressions: Path | None, replay: bool = False) -> Path:
-    """Store ``f`` as a bundle with report and exported test, or count one more occurrence; returns the bundle dir."""
+    """Store ``f`` as a bundle with report, test and case, or count one more occurrence; returns the bundle dir.
+    The crash store holds the one harness its bundles' tests import, written where it lacks today's."""
 
     def documents(bundle: Path) -> dict[str, str]:
         case = exported_case(f, {}, f.signature, "installed")
-        test = render_test(case, executor_for(SCHEDULER_TIER).configuration(f.minimized))
-        return {"report.md": render_report(f, bundle, case.expectation), TEST_FILE: test}
+        store_harness(crashes, harness_text(executor_for(SCHEDULER_TIER).configuration(f.minimized)))
+        return {"report.md": render_report(f, bundle, case.expectation), TEST_FILE: render_bundle_test(case),
+                CASE_FILE: json.dumps(case.data, indent=2) + "\n"}
 
     return save_finding(f, crashes, regressions, documents, replay)
+
+
+def store_harness(crashes: Path, text: str) -> None:
+    """``crashes/mamba_align_replay.py`` is ``text``: written (atomically) only where it differs. A link to the
+    harness itself (this repository's ``crashes/``) is left as it is."""
+    path = crashes / HARNESS.name
+    if not (path.is_file() and path.read_text() == text):
+        atomic_write(path, text)

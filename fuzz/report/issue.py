@@ -15,6 +15,7 @@ from fuzz.oracle.finding import replay_argv
 from fuzz.oracle.verdict import reference_is_wrong
 from fuzz.plural import plural
 from fuzz.report.expectation import Expectation, expectation
+from fuzz.report.exported_test import bundle_single_file
 from fuzz.report.inert import block, capped, code, text, title_text
 from fuzz.report.lifecycle import lifecycle_rows
 from fuzz.report.vllm_terms import model_words, serve_command, vllm_locations
@@ -169,8 +170,9 @@ def _regression_test(bundle: CrashBundle) -> str:
     if bundle.test is None:
         return block(regression_snippet(bundle), "python")
     expect = regression_test_expectation(bundle)
+    test = bundle.test if bundle.case is None else bundle_single_file(bundle.signature, expect, bundle.case)
     return (f"It needs only vLLM and pytest (`pytest {TEST_FILE}`). {expect.what()} {expect.result()}\n\n"
-            f"<details><summary>{TEST_FILE}</summary>\n\n{block(bundle.test, 'python')}\n</details>")
+            f"<details><summary>{TEST_FILE}</summary>\n\n{block(test, 'python')}\n</details>")
 
 
 def issue_body(bundle: CrashBundle) -> str:

@@ -34,6 +34,7 @@ is set through `Scheduler.max_num_scheduled_tokens`.
 import hashlib
 import json
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,9 +75,45 @@ Case = dict[str, Any]
 State = tuple[int, ...]  # the token ids a state has consumed, in order
 
 # ---------------------------------------------------------------- the model
-MODEL_CONFIG: dict[str, Any] = {}
-STATE_SHAPES: tuple[tuple[int, ...], ...] = ()
-MAX_MODEL_LEN = 0
+MODEL_CONFIG: dict[str, Any] = {
+    "architectures": ["Qwen3NextForCausalLM"],
+    "model_type": "qwen3_next",
+    "vocab_size": 32000,
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "layer_types": ["linear_attention", "full_attention"],
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "head_dim": 256,
+    "partial_rotary_factor": 0.25,
+    "rope_theta": 10000.0,
+    "linear_conv_kernel_dim": 4,
+    "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128,
+    "linear_num_key_heads": 1,
+    "linear_num_value_heads": 2,
+    "num_experts": 4,
+    "num_experts_per_tok": 4,
+    "moe_intermediate_size": 64,
+    "shared_expert_intermediate_size": 64,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [1],
+    "norm_topk_prob": True,
+    "num_nextn_predict_layers": 1,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-06,
+    "initializer_range": 0.2,
+    "max_position_embeddings": 16384,
+    "tie_word_embeddings": False,
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "torch_dtype": "bfloat16",
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+STATE_SHAPES: tuple[tuple[int, ...], ...] = ((3, 512), (2, 128, 128))
+MAX_MODEL_LEN = 16384
 # ---------------------------------------------------------------- end of the model
 
 ATTENTION_GROUP, MAMBA_GROUP = 0, 1
@@ -606,3 +643,13 @@ def assert_replay_holds(case: Case, outcome: Outcome) -> None:
         worse = [name for name, cost in costs.items() if cost > paid[name]]
         better = [name for name, cost in costs.items() if cost < paid[name]]
         assert not worse or better, f"costs {costs} where vLLM's split paid {paid}"
+
+
+def case_test(test_file: str) -> Callable[[Path], None]:
+    """The test of the case in `case.json` beside `test_file` (a crash bundle's test)."""
+    case = json.loads(Path(test_file).with_name("case.json").read_text())
+
+    def test(tmp_path: Path) -> None:
+        assert_replay_holds(case, replay(case, tmp_path))
+
+    return test

@@ -34,6 +34,7 @@ from fuzz.store.atomic import atomic_write, temporary_name
 
 BUNDLE_FILES = ("scenario.json", "original.json", "verdict.json", "report.md")
 TEST_FILE = "test_regression.py"  # optional: older bundles have none
+CASE_FILE = "case.json"  # the test's case, beside it (older bundles' tests hold theirs)
 CONFIRMED_STATES = ("confirmed", "not confirmed", "inconclusive", None)
 ENVIRONMENT_KEYS = ("vllm", "torch", "device")
 SIGNATURE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -60,6 +61,7 @@ class CrashBundle:
     original: Scenario
     report: str
     test: str | None = None  # test_regression.py, where the bundle has one
+    case: dict[str, Any] | None = None  # case.json, the test's case, where it is beside the test
 
     @property
     def signature(self) -> str:
@@ -220,7 +222,10 @@ def load_bundle(path: str | Path) -> CrashBundle:
         raise BundleError(path / "scenario.json", "expect", "missing (a minimized scenario records its expectation)")
     report = json_input.read_text(path / "report.md", failing(path / "report.md"))
     test = json_input.read_text(path / TEST_FILE, failing(path / TEST_FILE)) if (path / TEST_FILE).exists() else None
-    return CrashBundle(path, verdict, scenario, annotations, original, report, test)
+    case = json_input.read_json(path / CASE_FILE, failing(path / CASE_FILE)) if (path / CASE_FILE).exists() else None
+    if case is not None and type(case) is not dict:
+        raise BundleError(path / CASE_FILE, "<root>", "not a JSON object (a case)")
+    return CrashBundle(path, verdict, scenario, annotations, original, report, test, case)
 
 
 
@@ -351,7 +356,7 @@ def store_as_found(raw_bundle: Path, crashes: Path, regressions: Path | None) ->
     bundle = crashes / sig
     regression = None if regressions is None else regressions / f"{sig}.json"
     with _new_bundle(bundle, regression) as staging:
-        for name in (*BUNDLE_FILES, TEST_FILE):
+        for name in (*BUNDLE_FILES, TEST_FILE, CASE_FILE):
             if name != "verdict.json" and (raw_bundle / name).exists():
                 atomic_write(staging / name, (raw_bundle / name).read_bytes())
         if regression is not None:

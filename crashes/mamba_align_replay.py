@@ -1,0 +1,1 @@
+../fuzz/report/mamba_align_replay.py
