@@ -62,7 +62,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
 
-from checkout_fixtures import SCHEDULER, make_checkout, replace_split  # noqa: E402
+from checkout_fixtures import SCHEDULER, committed_checkout, make_checkout, replace_split  # noqa: E402
 from conftest import seed_case as own_seed_case  # noqa: E402
 from hostile_fixtures import (  # noqa: E402
     EXITS,
@@ -145,14 +145,9 @@ def ci(checkout: Path, work: Path, act: str, place: str, timeout: float) -> tupl
 
 
 def bisect(checkout: Path, work: Path, act: str, place: str, timeout: float) -> tuple[str, float, str]:
-    repo = make_checkout(work / "vllm")
-    git = ["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "installed"], check=True)
+    repo = work / "vllm"
     hostile_checkout(work / "hostile", ACTS[act], place)
-    shutil.copyfile(work / "hostile" / SCHEDULER, repo / SCHEDULER)
-    subprocess.run([*git, "commit", "-qam", "hostile split"], check=True)
+    git = committed_checkout(repo, work / "hostile" / SCHEDULER, "hostile split")
     bad = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     bundle = real_bundle(work / "crashes")
     left_before = set(Path(tempfile.gettempdir()).glob(f"gdnfuzz-rev-{bad[:12]}-*"))
@@ -216,14 +211,9 @@ def forge_plugin(checkout: Path, work: Path, timeout: float, how: str) -> tuple[
 def forge_code_change(checkout: Path, work: Path, timeout: float, how: str) -> tuple[str, float, str]:
     """The code-change form: the PR's own scheduler.py carries the pre-#51113 split and, at module level, the
     forgery; the base is the installed vLLM's files."""
-    repo = make_checkout(work / "vllm")
-    git = ["git", "-C", str(repo), "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    repo = work / "vllm"
     forging_checkout(work / "pr", how, "module")
-    shutil.copyfile(work / "pr" / SCHEDULER, repo / SCHEDULER)
-    subprocess.run([*git, "commit", "-qam", "the PR"], check=True)
+    committed_checkout(repo, work / "pr" / SCHEDULER, "the PR")
     out = work / "out"
     code, took, _ = gdnfuzz(checkout, ["ci", "--checkout", str(repo), "--base", "HEAD~1", "--corpus",
                                        str(seed_corpus(work)), "--fuzz-time", "0", "--out", str(out), "--no-strict"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import inspect
 import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -40,6 +41,17 @@ def make_checkout(root: Path) -> Path:
         (root / file).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(installed / file, root / file)
     return root
+
+
+def committed_checkout(root: Path, scheduler: Path, message: str) -> list[str]:
+    """:func:`make_checkout` as a git repository: the installed files, then ``scheduler`` (a ``scheduler.py``)
+    committed over them as ``message``. Returns the git command that works in it."""
+    git = ["git", "-C", str(make_checkout(root)), "-c", "user.name=dev", "-c", "user.email=dev@example.invalid"]
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "installed"]):
+        subprocess.run([*git, *args], check=True)
+    shutil.copyfile(scheduler, root / SCHEDULER)
+    subprocess.run([*git, "commit", "-qam", message], check=True)
+    return git
 
 
 def edit(root: Path, file: str, old: str, new: str) -> None:

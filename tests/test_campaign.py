@@ -29,14 +29,15 @@ SEED = REPO / "corpus" / "regressions" / "pr51113-fragmented-first-chunk-single.
 STARTUP_LIMIT = 600  # seconds: the harness imports vLLM under instrumentation (slow on a loaded 2-core machine)
 
 
-def _poll_until(campaign: Campaign, done: Any, limit: float) -> dict[str, Any]:
+def poll_until(campaign: Campaign, done: Any, limit: float) -> dict[str, Any]:
+    """The campaign's stats once ``done(stats)`` holds, polled every 2 s for at most ``limit`` seconds."""
     end = time.time() + limit
     while time.time() < end:
         stats = campaign.poll()
         if done(stats):
             return stats
         time.sleep(2)
-    raise AssertionError(f"condition not reached in {limit}s; last stats: {stats}")
+    raise AssertionError(f"condition not reached in {limit}s; last stats: {campaign.progress_line()}")
 
 
 def _findings(crashes: Path) -> dict[str, int]:
@@ -58,12 +59,12 @@ def campaign_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     campaign.start()
     try:
         workdir = config.queue / "fuzzer-0"
-        ready = _poll_until(campaign, lambda s: s["fuzzers"].get("fuzzer-0", {}).get("execs", 0) > 0
+        ready = poll_until(campaign, lambda s: s["fuzzers"].get("fuzzer-0", {}).get("execs", 0) > 0
                             and list_inputs(workdir) and s["crash_store"].get("signatures", 0) >= 1, STARTUP_LIMIT)
         before = {"corpus": set(map(str, list_inputs(workdir))), "findings": _findings(config.crashes)}
         old_pid = ready["fuzzers"]["fuzzer-0"]["pid"]
         ray.kill(campaign.fuzzers["fuzzer-0"], no_restart=False)
-        restarted = _poll_until(campaign, lambda s: s["fuzzers"]["fuzzer-0"]["pid"] != old_pid, 180)
+        restarted = poll_until(campaign, lambda s: s["fuzzers"]["fuzzer-0"]["pid"] != old_pid, 180)
     finally:
         summary = campaign.finish()
     # only fuzzer-0's entries: a running libFuzzer (fuzzer-1) may replace its own new inputs by smaller ones

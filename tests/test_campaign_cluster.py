@@ -19,6 +19,8 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from test_campaign import poll_until  # noqa: E402
+
 from fuzz.errors import ExitCode  # noqa: E402
 from fuzz.oracle.verdict import exit_code_for  # noqa: E402
 from fuzz.search.settings import RunSettings  # noqa: E402
@@ -31,16 +33,6 @@ REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "corpus" / "regressions" / "pr51113-fragmented-first-chunk-single.json"
 STARTUP_LIMIT = 600  # seconds: two harnesses import vLLM under instrumentation on a loaded 2-core machine
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 ** 2}
-
-
-def _poll_until(campaign: Campaign, done: Any, limit: float) -> dict[str, Any]:
-    end = time.time() + limit
-    while time.time() < end:
-        stats = campaign.poll()
-        if done(stats):
-            return stats
-        time.sleep(2)
-    raise AssertionError(f"condition not reached in {limit}s; last stats: {campaign.progress_line()}")
 
 
 def _node_of(pid: int, nodes: list[Any]) -> Any:
@@ -70,7 +62,7 @@ def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                                                    dashboard=root / "dashboard.html", stats_every=2))
         try:
             campaign.start()
-            minimized = _poll_until(campaign, lambda s: len(s["fuzzers"]) == 2 and all(
+            minimized = poll_until(campaign, lambda s: len(s["fuzzers"]) == 2 and all(
                 f["execs"] > 0 for f in s["fuzzers"].values()) and s["crash_store"].get("signatures", 0) >= 1,
                 STARTUP_LIMIT)
             store_on_head = _node_of(minimized["crash_store"]["pid"], [cluster.head_node, *workers]) \
@@ -78,12 +70,12 @@ def cluster_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             old_pid = minimized["fuzzers"]["fuzzer-0"]["pid"]
             victim = _node_of(old_pid, workers)
             cluster.remove_node(victim, allow_graceful=False)
-            lost = _poll_until(campaign, lambda s: campaign.fuzzer_watch.views["fuzzer-0"].state != "alive"
+            lost = poll_until(campaign, lambda s: campaign.fuzzer_watch.views["fuzzer-0"].state != "alive"
                                and campaign._capacity.nodes_lost == 1, 120)
             lost_view = campaign.fuzzer_watch.views["fuzzer-0"]
             lost_state = (lost_view.state, lost_view.exec_per_s, campaign._capacity, campaign.progress_line())
             cluster.add_node(**NODE)
-            again = _poll_until(campaign, lambda s: s["fuzzers"]["fuzzer-0"]["pid"] != old_pid
+            again = poll_until(campaign, lambda s: s["fuzzers"]["fuzzer-0"]["pid"] != old_pid
                                 and s["fuzzers"]["fuzzer-0"]["execs"] > 0, STARTUP_LIMIT)
             campaign.deadline = time.time()  # --max-time is up now
             ending = time.time()

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from checkout_fixtures import SCHEDULER, make_checkout
+from checkout_fixtures import SCHEDULER, committed_checkout
 from conftest import seed_case
 from hostile_fixtures import EXITS, SWALLOWS, hostile_checkout, hostile_file
 from lifecycle_fixtures import real_bundle
@@ -133,14 +133,9 @@ def test_run_stores_an_input_whose_split_swallows_the_deadline_as_a_hang(tmp_pat
 
 @pytest.mark.slow
 def test_bisect_over_a_revision_that_exits_is_not_a_pass(tmp_path, capsys):
-    repo = make_checkout(tmp_path / "vllm")
-    git = ["git", "-C", str(repo), "-c", "user.name=dev", "-c", "user.email=dev@example.invalid"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-qm", "installed"], check=True)
+    repo = tmp_path / "vllm"
     hostile_checkout(tmp_path / "hostile", EXITS, "body")
-    shutil.copyfile(tmp_path / "hostile" / SCHEDULER, repo / SCHEDULER)
-    subprocess.run([*git, "commit", "-qam", "a split that exits"], check=True)
+    git = committed_checkout(repo, tmp_path / "hostile" / SCHEDULER, "a split that exits")
     bundle = real_bundle(tmp_path / "crashes")
     bad = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     assert main(["bisect", str(bundle), "--checkout", str(repo), "--good", "HEAD~1", "--bad", "HEAD"]) == 2
