@@ -17,9 +17,8 @@ from lifecycle_fixtures import real_bundle
 from test_export import BLOCKER, _imports
 
 from fuzz.report.exported_test import HARNESS, bundle_single_file, harness_text
-from fuzz.report.finding_report import store_harness
 from fuzz.report.issue import regression_test_expectation
-from fuzz.store.bundle import CASE_FILE, TEST_FILE, load_bundle
+from fuzz.store.bundle import CASE_FILE, HARNESS_FILE, TEST_FILE, load_bundle, store_as_found, store_harness
 
 ROOT = Path(__file__).resolve().parent.parent
 # Puts the pre-#51113 split on vLLM's Scheduler for the session: the bug the bundle's finding shows.
@@ -74,6 +73,13 @@ def test_the_stores_harness_is_rewritten_only_where_it_differs_and_never_through
     store_harness(linked, HARNESS.read_text())  # this repository's crashes/: the link is the harness
     assert (linked / HARNESS.name).is_symlink()
     assert (ROOT / "crashes" / HARNESS.name).resolve() == HARNESS
+
+
+def test_a_bundle_stored_as_found_brings_the_harness_its_test_imports(tmp_path):
+    raw = real_bundle(tmp_path / "raw")
+    stored = store_as_found(raw, tmp_path / "crashes", None)
+    assert (stored / CASE_FILE).is_file() and (stored / TEST_FILE).is_file()
+    assert (tmp_path / "crashes" / HARNESS_FILE).read_text() == HARNESS.read_text()
 
 
 def test_the_harness_model_is_the_sim_tiers():

@@ -27,9 +27,10 @@ from fuzz.report.expectation import INSTALLED, Expectation, expectation
 from fuzz.report.literal import WIDTH, layout, string
 from fuzz.report.root_cause import cause_words
 from fuzz.report.vllm_terms import model_words, serve_command, vllm_locations, vllm_release
+from fuzz.store.bundle import HARNESS_FILE
 from fuzz.tiers import SCHEDULER_TIER, executor_for
 
-HARNESS = Path(__file__).with_name("mamba_align_replay.py")
+HARNESS = Path(__file__).with_name(HARNESS_FILE)  # the one harness, which a crash store holds a copy of
 HARNESS_MODULE = HARNESS.stem
 SUITE_FILE = "test_mamba_align_fuzz_regressions.py"
 SUITE_TEST = "test_mamba_align_replay"

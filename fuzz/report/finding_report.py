@@ -17,8 +17,7 @@ from fuzz.report.expectation import INSTALLED, Expectation
 from fuzz.report.exported_test import HARNESS, exported_case, harness_text, render_bundle_test
 from fuzz.report.root_cause import cause_words
 from fuzz.report.vllm_terms import model_words, serve_command, vllm_locations, vllm_release
-from fuzz.store.atomic import atomic_write
-from fuzz.store.bundle import CASE_FILE, TEST_FILE, save_finding
+from fuzz.store.bundle import CASE_FILE, TEST_FILE, save_finding, store_harness
 from fuzz.tiers import SCHEDULER_TIER, executor_for
 
 
@@ -140,10 +139,3 @@ def store_finding(f: Finding, crashes: Path, regressions: Path | None, replay: b
 
     return save_finding(f, crashes, regressions, documents, replay)
 
-
-def store_harness(crashes: Path, text: str) -> None:
-    """``crashes/mamba_align_replay.py`` is ``text``: written (atomically) only where it differs. A link to the
-    harness itself (this repository's ``crashes/``) is left as it is."""
-    path = crashes / HARNESS.name
-    if not (path.is_file() and path.read_text() == text):
-        atomic_write(path, text)

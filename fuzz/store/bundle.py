@@ -35,6 +35,7 @@ from fuzz.store.atomic import atomic_write, temporary_name
 BUNDLE_FILES = ("scenario.json", "original.json", "verdict.json", "report.md")
 TEST_FILE = "test_regression.py"  # optional: older bundles have none
 CASE_FILE = "case.json"  # the test's case, beside it (older bundles' tests hold theirs)
+HARNESS_FILE = "mamba_align_replay.py"  # in the crash store, one for all its bundles' tests
 CONFIRMED_STATES = ("confirmed", "not confirmed", "inconclusive", None)
 ENVIRONMENT_KEYS = ("vllm", "torch", "device")
 SIGNATURE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -362,4 +363,14 @@ def store_as_found(raw_bundle: Path, crashes: Path, regressions: Path | None) ->
         if regression is not None:
             atomic_write(regression, (raw_bundle / "scenario.json").read_bytes())
         atomic_write(staging / "verdict.json", (raw_bundle / "verdict.json").read_bytes())
+    if (raw_bundle.parent / HARNESS_FILE).is_file():  # the harness the raw bundle's test imports
+        store_harness(crashes, (raw_bundle.parent / HARNESS_FILE).read_text())
     return bundle
+
+
+def store_harness(crashes: Path, text: str) -> None:
+    """``crashes``' harness is ``text``: written (atomically) only where it differs. A link to the harness
+    itself (this repository's ``crashes/``) is left as it is."""
+    path = crashes / HARNESS_FILE
+    if not (path.is_file() and path.read_text() == text):
+        atomic_write(path, text)
