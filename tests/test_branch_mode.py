@@ -19,6 +19,14 @@ from fuzz.tiers import executor_for
 ROOT = Path(__file__).resolve().parent.parent
 # The planted MambaManager bug needs a partial hash hit to show; this regression has one.
 PARTIAL = ROOT / "corpus" / "regressions" / "pr51113-resume-at-3011-partial.json"
+SCENARIO, _ = load_scenario(PARTIAL)
+IMPORTS = "from vllm.v1.request import Request, RequestStatus, StreamingUpdate\n"  # a line of the scheduler's
+
+
+def scheduler_edited(root: Path, old: str, new: str) -> Path:
+    """A checkout at ``root`` of the installed vLLM's scheduling code, ``old`` made ``new`` in its scheduler."""
+    edit(make_checkout(root), SCHEDULER, old, new)
+    return root
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +38,10 @@ def planted(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_branch_mode_finds_a_mamba_manager_bug_that_split_mode_cannot_see(planted):
-    scenario, _ = load_scenario(PARTIAL)
     reference = resolve_policy("vllm")
-    split_only = replay(scenario, resolve_policy(str(planted)), reference, "sim")
+    split_only = replay(SCENARIO, resolve_policy(str(planted)), reference, "sim")
     assert split_only.verdict.status == VerdictStatus.CLEAN  # the split is the installed one: nothing to see
-    branch = replay(scenario, resolve_policy(f"branch:{planted}"), reference, "sim")
+    branch = replay(SCENARIO, resolve_policy(f"branch:{planted}"), reference, "sim")
     assert branch.verdict.status == VerdictStatus.DIVERGED
     assert branch.verdict.headline.side == "candidate"
     assert [c.path for c in changed_files(planted)] == [MAMBA_MANAGER]
@@ -44,21 +51,16 @@ def test_branch_mode_finds_a_mamba_manager_bug_that_split_mode_cannot_see(plante
 @pytest.mark.slow
 def test_an_unchanged_checkout_in_branch_mode_is_a_null_run(tmp_path):
     root = make_checkout(tmp_path / "same")
-    scenario, _ = load_scenario(PARTIAL)
-    replayed = replay(scenario, resolve_policy(f"branch:{root}"), resolve_policy("vllm"), "sim")
+    replayed = replay(SCENARIO, resolve_policy(f"branch:{root}"), resolve_policy("vllm"), "sim")
     assert replayed.verdict.status == VerdictStatus.CLEAN
     assert replayed.candidate.requests == replayed.reference.requests
 
 
 @pytest.mark.slow
 def test_a_branch_needing_what_the_installed_vllm_lacks_is_one_line_exit_2(tmp_path):
-    root = make_checkout(tmp_path / "newer")
-    edit(root, SCHEDULER, "from vllm.v1.request import Request, RequestStatus, StreamingUpdate\n",
-         "from vllm.v1.request import Request, RequestStatus, StreamingUpdate\n"
-         "from vllm.utils import helper_only_on_main\n")
-    scenario, _ = load_scenario(PARTIAL)
+    root = scheduler_edited(tmp_path / "newer", IMPORTS, IMPORTS + "from vllm.utils import helper_only_on_main\n")
     with pytest.raises(InputError) as raised:
-        replay(scenario, resolve_policy(f"branch:{root}"), resolve_policy("vllm"), "sim")
+        replay(SCENARIO, resolve_policy(f"branch:{root}"), resolve_policy("vllm"), "sim")
     message = str(raised.value)
     assert len(message.splitlines()) == 1 and "helper_only_on_main" in message
     assert "needs what the installed vLLM 0.32.0 lacks: cannot import name" in message
@@ -70,13 +72,10 @@ def test_a_branch_needing_what_the_installed_vllm_lacks_is_one_line_exit_2(tmp_p
 def test_a_branch_that_loops_while_loading_is_one_line_exit_2_within_its_bound(tmp_path):
     from workers.sim.branch import BranchError, BranchRunner
 
-    root = make_checkout(tmp_path / "loops")
-    edit(root, SCHEDULER, "from vllm.v1.request import Request, RequestStatus, StreamingUpdate\n",
-         "from vllm.v1.request import Request, RequestStatus, StreamingUpdate\nwhile True:\n    pass\n")
-    scenario, _ = load_scenario(PARTIAL)
+    root = scheduler_edited(tmp_path / "loops", IMPORTS, IMPORTS + "while True:\n    pass\n")
     runner = BranchRunner(str(root), start_timeout=20)
     with pytest.raises(BranchError) as raised:
-        runner.scheduler(scenario, 1024, {}, lambda request, detail: None)
+        runner.scheduler(SCENARIO, 1024, {}, lambda request, detail: None)
     assert "the process loading the branch did not start within 20 s and was killed" in str(raised.value)
     assert raised.value.exit_code == 2
     assert not runner.child.alive
@@ -86,13 +85,11 @@ def test_a_branch_that_loops_while_loading_is_one_line_exit_2_within_its_bound(t
 def test_a_branch_that_exits_while_splitting_is_a_process_exit_fault_never_a_run(tmp_path):
     from workers.sim.executor import SimExecutor
 
-    root = make_checkout(tmp_path / "exits")
-    edit(root, SCHEDULER, "    def _mamba_block_aligned_split(\n",
-         "    def _mamba_block_aligned_split(*args, **kwargs):\n        import os\n        os._exit(0)\n\n"
-         "    def _unused_split(\n")
-    scenario, _ = load_scenario(PARTIAL)
+    root = scheduler_edited(tmp_path / "exits", "    def _mamba_block_aligned_split(\n",
+                            "    def _mamba_block_aligned_split(*args, **kwargs):\n        import os\n        os._exit(0)\n\n"
+                            "    def _unused_split(\n")
     executor = SimExecutor()
-    result = executor.run(scenario, resolve_policy(f"branch:{root}"))
+    result = executor.run(SCENARIO, resolve_policy(f"branch:{root}"))
     assert [f.kind for f in result.faults] == ["process-exit"] and result.faults[0].step == 0
     assert "exited (exit code 0) during this run" in result.faults[0].detail
     assert not any(outcome.output_tokens for outcome in result.requests.values())  # nothing ran past the split
@@ -118,12 +115,10 @@ def test_a_checkout_reaching_for_what_the_installed_vllm_lacks_while_running_is_
     scheduler over 0.32.0 asks ``SpeculativeConfig.needs_eagle_block_drop``), in either mode."""
     import vllm
 
-    root = make_checkout(tmp_path / "newer")
-    edit(root, SCHEDULER, "        self.vllm_config = vllm_config\n",
-         "        self.vllm_config = vllm_config\n        vllm_config.lookahead_only_on_main\n")
-    scenario, _ = load_scenario(PARTIAL)
+    root = scheduler_edited(tmp_path / "newer", "        self.vllm_config = vllm_config\n",
+                            "        self.vllm_config = vllm_config\n        vllm_config.lookahead_only_on_main\n")
     with pytest.raises(InputError) as raised:
-        replay(scenario, resolve_policy(f"branch:{root}"), resolve_policy("vllm"), "sim")
+        replay(SCENARIO, resolve_policy(f"branch:{root}"), resolve_policy("vllm"), "sim")
     message = str(raised.value)
     assert len(message.splitlines()) == 1 and raised.value.exit_code == 2
     assert message.startswith(f"branch:{root}: vllm/v1/core/sched/scheduler.py:")
@@ -133,15 +128,14 @@ def test_a_checkout_reaching_for_what_the_installed_vllm_lacks_while_running_is_
     split_only = make_checkout(tmp_path / "split")
     replace_split(split_only, UNFIT_SPLIT)
     with pytest.raises(InputError, match=r"scheduler\.py:\d+ needs Scheduler\.lookahead_only_on_main, which the "):
-        replay(scenario, resolve_policy(str(split_only)), resolve_policy("vllm"), "sim")
+        replay(SCENARIO, resolve_policy(str(split_only)), resolve_policy("vllm"), "sim")
 
 
 @pytest.mark.slow
 def test_a_checkout_missing_an_attribute_of_its_own_objects_is_still_its_finding(tmp_path):
     root = make_checkout(tmp_path / "buggy")
     replace_split(root, UNFIT_SPLIT.replace("self.lookahead_only_on_main", "request.typo_of_the_branch"))
-    scenario, _ = load_scenario(PARTIAL)
-    replayed = replay(scenario, resolve_policy(f"branch:{root}"), resolve_policy("vllm"), "sim")
+    replayed = replay(SCENARIO, resolve_policy(f"branch:{root}"), resolve_policy("vllm"), "sim")
     assert replayed.verdict.status == VerdictStatus.DIVERGED  # the branch's own Request lacks it: its bug
     assert "typo_of_the_branch" in replayed.verdict.summary
     executor_for("sim").close()

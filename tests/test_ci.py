@@ -185,7 +185,7 @@ def test_a_fifo_in_the_corpus_is_skipped_with_a_note_and_never_copied(tmp_path, 
     os.mkfifo(fifo)
     assert _ci(corpus, checkouts["current"], tmp_path / "out") == 0
     assert f"gdnfuzz ci: skipped {fifo}: not a regular file (a FIFO)" in capsys.readouterr().err
-    prepare_fuzz_corpus(corpus, CiPaths(tmp_path / "out"))  # what the fuzzing phase starts from
+    prepare_fuzz_corpus(corpus, CiPaths.under(tmp_path / "out"))  # what the fuzzing phase starts from
     assert sorted(p.name for p in (tmp_path / "out" / "corpus" / "regressions").iterdir()) == sorted(FILES)
 
 

@@ -29,7 +29,7 @@ from fuzz.report.literal import layout
 
 ROOT = Path(__file__).resolve().parent.parent
 FIX = f"{ROOT}/docs/upstream/checkpoint-after-midblock-resume/fix.py:split"
-ALLOWED_IMPORTS = {"__future__", "hashlib", "json", "array", "dataclasses", "pathlib", "typing", "pytest", "torch",
+ALLOWED_IMPORTS = {"__future__", "collections", "hashlib", "json", "array", "dataclasses", "pathlib", "typing", "pytest", "torch",
                    "vllm"}
 # vLLM's ruff settings for its tests, as far as these files need them: line length 88, vllm first-party.
 VLLM_RUFF = ('line-length = 88\ntarget-version = "py310"\n[lint]\nselect = ["E", "F", "W", "I", "B", "UP", "SIM", "G"]\n'
@@ -179,13 +179,16 @@ def test_the_suite_is_one_harness_and_one_module_of_cases(tmp_path, capsys):
     files = [CORPUS / "regressions" / f"{name}.json" for name, _ in SUITE[:1]] + \
         [CORPUS / "regressions" / f"{name}.json" for name in VLLM_BUGS]
     assert main(["export-test", "--suite", *map(str, files), "--out", str(core)]) == ExitCode.CLEAN
-    assert sorted(p.name for p in core.iterdir()) == ["__init__.py", "mamba_align_replay.py", SUITE_FILE]
+    cases_file = Path(SUITE_FILE).with_suffix(".json").name
+    assert sorted(p.name for p in core.iterdir()) == sorted(["__init__.py", "mamba_align_replay.py", SUITE_FILE,
+                                                             cases_file])
     text = (core / SUITE_FILE).read_text()
-    assert "pytestmark = pytest.mark.cpu_test" in text and "from .mamba_align_replay import" in text
-    assert [f'id="{p.stem}"' in text for p in files] == [True] * 3
-    assert text.count("pytest.mark.xfail(") == 2 and text.count("            strict=True,\n") == 2
-    assert "vllm-project/vllm#46892" in text  # the upstream report the corpus file names
-    assert _imports(text) == {"pathlib", "pytest", "mamba_align_replay"}  # the harness, beside it
+    assert "pytestmark = pytest.mark.cpu_test" in text and "from .mamba_align_replay import suite_test" in text
+    assert _imports(text) == {"pytest", "mamba_align_replay"}  # the harness, beside it
+    entries = json.loads((core / cases_file).read_text())
+    assert [e["id"] for e in entries] == [p.stem for p in files]
+    assert [e["xfail"] is not None for e in entries] == [False, True, True]
+    assert "vllm-project/vllm#46892" in entries[1]["xfail"] + entries[2]["xfail"]  # the upstream report named
     assert _imports((core / "mamba_align_replay.py").read_text()) <= ALLOWED_IMPORTS
     assert "3 cases of the installed vLLM's split; 1 pass on it, 2 are vLLM's own bugs" in capsys.readouterr().out
     _vllm_lint(tmp_path, core / SUITE_FILE, core / "mamba_align_replay.py")

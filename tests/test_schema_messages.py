@@ -7,6 +7,8 @@ fault in an otherwise valid document."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,14 @@ from fuzz.store.stats import StatsError, StatsRow
 BASE = {"gdnfuzz_scenario": 1, "engine": {"mamba_block_size": 64}, "segments": {"sys": 70},
         "requests": [{"id": "a", "prompt": ["sys", 5]}, {"id": "b", "prompt": ["sys"], "continues": "a"}]}
 MISSING = object()
+
+
+def _raised(path: Path, data: Any, read: Callable[[Path], Any], error: type[Exception]) -> str:
+    """The message of the ``error`` that ``read`` raises on ``data`` written as JSON to ``path``."""
+    path.write_text(json.dumps(data))
+    with pytest.raises(error) as caught:
+        read(path)
+    return str(caught.value)
 
 
 def _patched(base: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
@@ -80,10 +90,7 @@ SCENARIO_CASES = [
 @pytest.mark.parametrize(("dotted", "value", "message"), SCENARIO_CASES, ids=[c[2][:40] for c in SCENARIO_CASES])
 def test_scenario_messages(tmp_path, dotted, value, message):
     path = tmp_path / "s.json"
-    path.write_text(json.dumps(_patched(BASE, dotted, value)))
-    with pytest.raises(ScenarioError) as caught:
-        load_scenario(path)
-    assert str(caught.value) == f"{path}: {message}"
+    assert _raised(path, _patched(BASE, dotted, value), load_scenario, ScenarioError) == f"{path}: {message}"
 
 
 def test_annotations_are_checked_where_a_file_is_loaded_only():
@@ -115,10 +122,7 @@ VERDICT_CASES = [
 @pytest.mark.parametrize(("key", "value", "message"), VERDICT_CASES, ids=[c[2][:40] for c in VERDICT_CASES])
 def test_verdict_messages(tmp_path, key, value, message):
     path = tmp_path / "verdict.json"
-    path.write_text(json.dumps(_patched(SEED_VERDICT, key, value)))
-    with pytest.raises(BundleError) as caught:
-        load_verdict(path)
-    assert str(caught.value) == f"{path}: {message}"
+    assert _raised(path, _patched(SEED_VERDICT, key, value), load_verdict, BundleError) == f"{path}: {message}"
 
 
 STATS_CASES = [
@@ -180,7 +184,5 @@ def test_schedule_messages(tmp_path, dotted, value, message):
 
     path = tmp_path / "schedule.json"
     place = "entries.0.result" + (f".{dotted}" if dotted else "")
-    path.write_text(json.dumps(_patched(json.loads(seed_inputs("schedule")[0]), place, value)))
-    with pytest.raises(ScenarioError) as caught:
-        read_schedule(path)
-    assert str(caught.value) == f"{path}: {message}"
+    seed = json.loads(seed_inputs("schedule")[0])
+    assert _raised(path, _patched(seed, place, value), read_schedule, ScenarioError) == f"{path}: {message}"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.model.scenario import VOCAB_SIZE
+from fuzz.report.harness_source import harness_literal
 
 WEIGHT_SEED = 20261202
 WEIGHT_RECIPE = ("v2: normal(0, initializer_range) matrices, zero RMSNorm offsets, A_log=log U(0.005, 0.05), "
@@ -25,43 +26,9 @@ WEIGHT_RECIPE = ("v2: normal(0, initializer_range) matrices, zero RMSNorm offset
 # in_proj_ba keeps the delta-rule write strength beta near 0.5, so the state keeps thousands of tokens.
 GDN_SCALES = {"in_proj_ba.weight": 0.1, "out_proj.weight": 2.0}
 
-TINY_CONFIG: dict[str, Any] = {
-    "architectures": ["Qwen3NextForCausalLM"],
-    "model_type": "qwen3_next",
-    "vocab_size": VOCAB_SIZE,
-    "hidden_size": 128,
-    "intermediate_size": 256,
-    "num_hidden_layers": 2,
-    "layer_types": ["linear_attention", "full_attention"],
-    "num_attention_heads": 8,
-    "num_key_value_heads": 8,
-    "head_dim": 256,  # 8 KB a token: a 32-token attention page holds the GDN state page (align mode needs it)
-    "partial_rotary_factor": 0.25,
-    "rope_theta": 10000.0,
-    "linear_conv_kernel_dim": 4,
-    "linear_key_head_dim": 128,  # the CPU GDN kernel rejects smaller
-    "linear_value_head_dim": 128,
-    "linear_num_key_heads": 1,
-    "linear_num_value_heads": 2,
-    "num_experts": 4,
-    "num_experts_per_tok": 4,  # all experts: top-2 routing flipped between chunkings of one prompt
-    "moe_intermediate_size": 64,
-    "shared_expert_intermediate_size": 64,
-    "decoder_sparse_step": 1,
-    "mlp_only_layers": [1],
-    "norm_topk_prob": True,
-    "num_nextn_predict_layers": 1,  # the MTP layer reads as layer 0, so it must be MoE (Qwen3NextMTP)
-    "hidden_act": "silu",
-    "rms_norm_eps": 1e-6,
-    "initializer_range": 0.2,  # with the slow GDN decay, a state a few tokens off moves logprobs past bf16 noise
-    "max_position_embeddings": 16384,
-    "tie_word_embeddings": False,
-    "attention_bias": False,
-    "attention_dropout": 0.0,
-    "torch_dtype": "bfloat16",
-    "bos_token_id": 1,
-    "eos_token_id": 2,
-}
+TINY_CONFIG: dict[str, Any] = harness_literal("MODEL_CONFIG")  # the replay harness's model, written there once
+if TINY_CONFIG["vocab_size"] != VOCAB_SIZE:
+    raise AssertionError(f"the harness's model has {TINY_CONFIG['vocab_size']} tokens, scenarios {VOCAB_SIZE}")
 
 
 def cache_root() -> Path:

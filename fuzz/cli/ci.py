@@ -98,7 +98,7 @@ def _ci(args: argparse.Namespace) -> int:
     clock = CiClock(time.time(), args.max_time)
     if args.strict:
         os.environ[STRICT_ENV] = "1"  # this process and every harness worker refuse an unchecked mirror
-    paths = CiPaths(Path(args.out))
+    paths = CiPaths.under(Path(args.out))
     if args.base is not None or args.candidate is None:
         return _code_change(args, paths, clock)
     spec = candidate_spec(args.candidate, args.candidate_mode or "split")
@@ -218,12 +218,13 @@ def _write_reports(args: argparse.Namespace, paths: CiPaths, report: CiReport) -
     paths.out.mkdir(parents=True, exist_ok=True)
     checkout = Path((args.candidate or args.checkout).removeprefix(BRANCH_PREFIX))
     root = Path(args.source_root or (checkout if checkout.is_dir() else "."))
-    atomic_write(paths.junit, render_junit(report))
-    atomic_write(paths.sarif, render_sarif(report, root, package_version()))
     summary = render_summary(report, root)
-    atomic_write(paths.summary, summary)
+    reports = {"junit.xml": render_junit(report), "gdnfuzz.sarif": render_sarif(report, root, package_version()),
+               "summary.md": summary}
+    for name, text in reports.items():
+        atomic_write(paths.out / name, text)
     print(summary, end="")
-    print(f"gdnfuzz ci: wrote {paths.junit}, {paths.sarif}, {paths.summary}")
+    print(f"gdnfuzz ci: wrote {', '.join(str(paths.out / name) for name in reports)}")
 
 
 def add_parser(sub: Any) -> None:

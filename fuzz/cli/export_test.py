@@ -63,7 +63,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("paths", nargs="+", metavar="FILE_OR_BUNDLE",
                    help="a crashes/<signature> bundle or a scenario file (with --suite: several, or directories)")
     p.add_argument("--suite", action="store_true",
-                   help=f"write the suite: {HARNESS_MODULE}.py and one test module parametrized over the findings")
+                   help=f"write the suite: {HARNESS_MODULE}.py, a test module, and its cases as JSON")
     p.add_argument("--checks", choices=CHECKS, default="installed",
                    help="the split the test checks: the installed vLLM's own (default) or the candidate's")
     add_policy_option(p, "--candidate", default=None,

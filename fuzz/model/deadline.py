@@ -87,8 +87,8 @@ def check_deadline(seconds: float, where: str) -> float:
     return float(seconds)
 
 
-def seconds_from_env(name: str, default: float) -> float:
-    """``$name`` as a positive number of seconds (an InputError naming it otherwise), or ``default``."""
+def seconds_from_env(name: str, default: float, most: float = math.inf) -> float:
+    """``$name`` as seconds above 0 and at most ``most`` (an InputError naming it otherwise), or ``default``."""
     raw = os.environ.get(name)
     if raw is None:
         return default
@@ -96,7 +96,10 @@ def seconds_from_env(name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         value = math.nan
-    return check_deadline(value, f"${name}")
+    if not 0 < value <= most:
+        bound = f" up to {most:g}" if math.isfinite(most) else ""
+        raise InputError(f"${name}: expected a positive number of seconds{bound}, got {raw!r}")
+    return value
 
 
 def deadline_seconds(default: float = DEFAULT_DEADLINE_S) -> float:

@@ -100,15 +100,18 @@ def fold_concurrent_prefill(sh: Shrinker) -> None:
         sh.consider(_keep_requests(folded, [x.id for x in s.requests if x.id != r.id]))
 
 
-def _clear_each(sh: Shrinker, name: str) -> None:
-    for i in range(len(sh.current.requests)):
-        if getattr(sh.current.requests[i], name) is not None:
-            sh.consider(_with_request(sh.current, i, **{name: None}))
+def _clearing(name: str) -> StageFn:
+    """A stage setting each request's optional ``name`` to None, one request at a time."""
+
+    def clear(sh: Shrinker) -> None:
+        for i in range(len(sh.current.requests)):
+            if getattr(sh.current.requests[i], name) is not None:
+                sh.consider(_with_request(sh.current, i, **{name: None}))
+
+    return clear
 
 
-@stage("detach-continuations")
-def detach_continuations(sh: Shrinker) -> None:
-    _clear_each(sh, "continues")
+stage("detach-continuations")(_clearing("continues"))
 
 
 @stage("drop-prompt-parts")
@@ -212,9 +215,7 @@ def lower_max_tokens(sh: Shrinker) -> None:
                         lambda s, v, i=i: _with_request(s, i, max_tokens=v), 1, 1 << 30)
 
 
-@stage("drop-aborts")
-def drop_aborts(sh: Shrinker) -> None:
-    _clear_each(sh, "abort_step")
+stage("drop-aborts")(_clearing("abort_step"))
 
 
 @stage("simplify-accept")

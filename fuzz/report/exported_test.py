@@ -24,18 +24,15 @@ from fuzz.oracle.efficiency import comparable, costs
 from fuzz.oracle.finding import Finding
 from fuzz.oracle.verdict import finding_signature
 from fuzz.report.expectation import INSTALLED, Expectation, expectation
-from fuzz.report.literal import WIDTH, layout, string
+from fuzz.report.harness_source import HARNESS, harness_literal
+from fuzz.report.literal import WIDTH, layout
 from fuzz.report.root_cause import cause_words
 from fuzz.report.vllm_terms import model_words, serve_command, vllm_locations, vllm_release
-from fuzz.store.bundle import HARNESS_FILE
 from fuzz.tiers import SCHEDULER_TIER, executor_for
 
-HARNESS = Path(__file__).with_name(HARNESS_FILE)  # the one harness, which a crash store holds a copy of
 HARNESS_MODULE = HARNESS.stem
 SUITE_FILE = "test_mamba_align_fuzz_regressions.py"
 SUITE_TEST = "test_mamba_align_replay"
-MODEL_BEGIN = "# ---------------------------------------------------------------- the model\n"
-MODEL_END = "# ---------------------------------------------------------------- end of the model\n"
 SPDX = ("# SPDX-License-Identifier: Apache-2.0\n"
         "# SPDX-FileCopyrightText: Copyright contributors to the vLLM project\n")
 
@@ -63,18 +60,10 @@ def _reference_costs(f: Finding) -> dict[str, Any] | None:
             "steps to first token": paid.steps_to_first_token}
 
 
-def _request_defaults() -> dict[str, Any]:
-    """The harness's ``REQUEST_DEFAULTS`` (what a case's request leaves out), read from its source."""
-    for node in ast.parse(HARNESS.read_text()).body:
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "REQUEST_DEFAULTS" and node.value:
-            return ast.literal_eval(node.value)
-    raise AssertionError(f"{HARNESS} defines no REQUEST_DEFAULTS")
-
-
 def case_data(f: Finding, configuration: dict[str, Any]) -> dict[str, Any]:
     """Everything the harness replays for ``f`` as plain data; request fields at the harness's defaults left out."""
     s, knobs = f.minimized, f.minimized.engine
-    defaults = _request_defaults()
+    defaults = harness_literal("REQUEST_DEFAULTS")
     requests = [{k: v for k, v in r.items() if k not in defaults or v != defaults[k]}
                 for r in s.to_dict()["requests"]]
     return {
@@ -93,16 +82,13 @@ def case_data(f: Finding, configuration: dict[str, Any]) -> dict[str, Any]:
 
 
 def harness_text(configuration: dict[str, Any]) -> str:
-    """The harness module, whose model section (``config.json``, Mamba state shapes, context) must be the sim
-    tier's ``configuration``: one file, imported in place by bundles and ``docs/upstream``, inlined by exports."""
-    text = HARNESS.read_text()
-    model = [*layout(configuration["model_config"], head="MODEL_CONFIG: dict[str, Any] = "),
-             *layout(tuple(tuple(s) for s in configuration["state_shapes"]),
-                     head="STATE_SHAPES: tuple[tuple[int, ...], ...] = "),
-             f"MAX_MODEL_LEN = {configuration['max_model_len']}"]
-    if MODEL_BEGIN + "\n".join(model) + "\n" + MODEL_END not in text:
+    """The harness module, whose model (``config.json``, Mamba state shapes, context) must be the sim tier's
+    ``configuration``: one file, imported in place by bundles and ``docs/upstream``, inlined by exports."""
+    held = {"model_config": harness_literal("MODEL_CONFIG"), "max_model_len": harness_literal("MAX_MODEL_LEN"),
+            "state_shapes": [list(s) for s in harness_literal("STATE_SHAPES")]}
+    if any(configuration[key] != value for key, value in held.items()):
         raise AssertionError(f"{HARNESS}: its model section is not the sim tier's model; write the tier's in")
-    return text
+    return HARNESS.read_text()
 
 
 def _paragraphs(*blocks: str | list[str]) -> str:
@@ -200,7 +186,6 @@ def single_file(doc: str, data: dict[str, Any], name: str, harness: str, loader:
         extra = "import importlib\nimport importlib.util\n" if "importlib" in loader else ""
         body = body.replace("import hashlib\n", f"import hashlib\n{extra}", 1)
         body = body.replace("from pathlib import Path\n", "from pathlib import Path\nfrom types import MethodType\n", 1)
-    body = body.replace("import torch\n", "import pytest\nimport torch\n", 1)
     body = body.replace("\nCase = dict[str, Any]\n", "\npytestmark = pytest.mark.cpu_test\n\nCase = dict[str, Any]\n", 1)
     text = '"""' + doc + "\n\n" + own + '\n"""\n' + body
     cases = "\n".join(layout(data, head="CASE: Case = "))
@@ -208,7 +193,7 @@ def single_file(doc: str, data: dict[str, Any], name: str, harness: str, loader:
 
 
 def exported_harness(harness: str) -> str:
-    """The harness as an export carries it: without ``case_test``, the crash bundles' loader of ``case.json``."""
+    """The harness as one file carries it: without the loaders of ``case.json`` (bundles) and of a suite's cases."""
     return harness[:harness.index("\n\ndef case_test(")].replace("from collections.abc import Callable\n", "", 1)
 
 
@@ -233,42 +218,34 @@ def render_bundle_test(case: ExportedCase) -> str:
             f"{test_name(f.signature)} = case_test(__file__)\n")
 
 
-def _param(case: ExportedCase) -> list[str]:
-    """A case of the suite: a comment naming the finding, then ``pytest.param(data, id=..., marks=...)``."""
+def _entry(case: ExportedCase) -> dict[str, Any]:
+    """A case of the suite as its JSON file holds it: id, the finding it was, the data, and the xfail reason."""
     f = case.finding
-    comment = f"{f.signature}: {f.head.summary} (found with `{f.candidate}` against `{f.reference}`)"
-    lines = [f"    # {line}" for line in textwrap.wrap(comment, WIDTH - 6, break_on_hyphens=False)]
-    lines += ["    pytest.param(", *layout(case.data, 8, tail=","), f'        id="{case.name}",']
+    reason = None
     if case.expectation.vllm_bug:
-        upstream = case.upstream or "no upstream report recorded"
-        reason = f"vLLM bug ({f.head.summary}); upstream: {upstream}"
-        lines += ["        marks=pytest.mark.xfail(", "            strict=True,",
-                  *string(reason, 12, "reason=", ","), "        ),"]
-    return [*lines, "    ),"]
+        reason = f"vLLM bug ({f.head.summary}); upstream: {case.upstream or 'no upstream report recorded'}"
+    return {"id": case.name, "found": f"{f.signature}: {f.head.summary} (with `{f.candidate}` against "
+            f"`{f.reference}`)", "case": case.data, "xfail": reason}
 
 
 def render_suite(cases: list[ExportedCase], configuration: dict[str, Any], command: str) -> dict[str, str]:
-    """The suite as ``{file name: text}``: the harness module and the test module over ``cases``, by ``command``."""
+    """The suite as ``{file name: text}``: the harness, the test module, and its cases as JSON, by ``command``."""
     bugs = sum(c.expectation.vllm_bug for c in cases)
     doc = _paragraphs(
-        'Mamba "align" prefix caching, replayed on request mixes that gdnfuzz found by fuzzing vLLM\'s '
-        "scheduler.",
-        f"Each case is plain data that `{HARNESS_MODULE}.replay` drives through the installed vLLM's real "
-        "Scheduler and KV-cache manager, mirroring the model runner's Mamba state writes over exact states; "
-        "the test asserts that every Mamba block the prefix cache hashes holds the state its hash claims, "
-        "that every request computes what its prompt gives and finishes, and (for a cost case) that vLLM's "
-        "split costs no more than it did when the case was found. It checks vLLM's own split.",
+        'Mamba "align" prefix caching, replayed on request mixes that gdnfuzz found by fuzzing vLLM\'s scheduler: '
+        f"`{HARNESS_MODULE}.suite_test` replays each case of `{Path(SUITE_FILE).with_suffix('.json')}` through the "
+        "installed vLLM's real Scheduler and KV-cache manager and asserts what that module states (every hashed "
+        "Mamba block holds the state its hash claims; every request computes what its prompt gives and finishes; "
+        "a cost case costs no more than vLLM's split did). It checks vLLM's own split.",
         f"{len(cases)} cases; {bugs} of them are bugs of vLLM itself, marked xfail(strict=True) with their "
         "upstream report, so the suite passes today and tells when one is fixed.",
         f"Written by `{command}`.",
     )
-    params = [line for case in cases for line in _param(case)]
-    test = (f'{SPDX}"""{doc}\n"""\n\nfrom pathlib import Path\n\nimport pytest\n\n'
-            f"from .{HARNESS_MODULE} import Case, assert_replay_holds, replay\n\n"
-            "pytestmark = pytest.mark.cpu_test\n\nCASES = [\n" + "\n".join(params) + "\n]\n\n\n"
-            '@pytest.mark.parametrize("case", CASES)\n'
-            + _test_function(SUITE_TEST, "case").replace("(tmp_path: Path)", "(case: Case, tmp_path: Path)"))
-    return {f"{HARNESS_MODULE}.py": exported_harness(harness_text(configuration)), SUITE_FILE: test}
+    test = (f'{SPDX}"""{doc}\n"""\n\nimport pytest\n\nfrom .{HARNESS_MODULE} import suite_test\n\n'
+            f"pytestmark = pytest.mark.cpu_test\n\n{SUITE_TEST} = suite_test(__file__)\n")
+    entries = json.dumps([_entry(case) for case in cases], indent=2) + "\n"
+    return {f"{HARNESS_MODULE}.py": harness_text(configuration), SUITE_FILE: test,
+            str(Path(SUITE_FILE).with_suffix(".json")): entries}
 
 
 def _installed_fails(f: Finding) -> bool:

@@ -17,11 +17,10 @@ from fuzz.model import json_input
 from fuzz.report.github_client import FilingError, Session, redact, session, write_marker
 from fuzz.report.issue import (
     comment_body,
-    fixed_comment,
     issue_body,
     issue_title,
-    reopen_comment,
     title_names,
+    verify_comment,
 )
 from fuzz.store.atomic import atomic_write
 from fuzz.store.bundle import CrashBundle, load_bundle
@@ -154,7 +153,7 @@ def _sync(tracker: Session, bundle: CrashBundle, repo: str, record: dict[str, An
         return {"repo": repo, "number": None, "action": "no issue"}
     done = {"repo": repo, "number": issue.number}
     if record["status"] == "fixed" and issue.state == "open":
-        _comment(tracker, issue, fixed_comment(bundle, record))
+        _comment(tracker, issue, verify_comment(bundle, record, reproduces=False))
         _set_state(tracker, gh_repo, issue, "closed", "completed")
         return {**done, "action": "closed"}
     if record["status"] == "reproduces" and issue.state == "closed":
@@ -162,7 +161,7 @@ def _sync(tracker: Session, bundle: CrashBundle, repo: str, record: dict[str, An
         if reason is not None:
             return {**done, "action": "left closed", "reason": reason}
         _set_state(tracker, gh_repo, issue, "open")
-        _comment(tracker, issue, reopen_comment(bundle, record))
+        _comment(tracker, issue, verify_comment(bundle, record, reproduces=True))
         return {**done, "action": "reopened"}
     return {**done, "action": "none"}
 

@@ -6,7 +6,6 @@ by its :func:`write_marker` first); the token goes only where :func:`check_api_u
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import time
 import uuid
@@ -17,6 +16,8 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from fuzz.errors import ExitCode, ToolError
+from fuzz.loopback import is_loopback_host
+from fuzz.model.deadline import seconds_from_env
 
 T = TypeVar("T")
 TOKEN_ENV = "GITHUB_TOKEN"
@@ -26,6 +27,7 @@ MAX_WAIT_ENV = "GDNFUZZ_GITHUB_MAX_WAIT"
 TIMEOUT_ENV = "GDNFUZZ_GITHUB_TIMEOUT"
 SECONDARY_RATE_WAIT = 60.0  # GitHub's advice for a secondary rate limit that names no wait
 FIRST_BACKOFF = 0.5
+MAX_SECONDS = 86_399.0  # a wait limit or request timeout beyond a day is a typo
 
 
 class FilingError(ToolError):
@@ -47,20 +49,8 @@ class Patience:
     @classmethod
     def from_env(cls) -> Patience:
         """``$GDNFUZZ_GITHUB_MAX_WAIT`` and ``$GDNFUZZ_GITHUB_TIMEOUT`` (seconds), else the defaults."""
-        return cls(_seconds(MAX_WAIT_ENV, cls.max_wait), max(1, round(_seconds(TIMEOUT_ENV, cls.request_timeout))))
-
-
-def _seconds(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < 86_400:
-        raise FilingError(f"${name}: expected seconds (0 to 86399), got {raw!r}", bad_input=True)
-    return value
+        return cls(seconds_from_env(MAX_WAIT_ENV, cls.max_wait, MAX_SECONDS),
+                   max(1, round(seconds_from_env(TIMEOUT_ENV, cls.request_timeout, MAX_SECONDS))))
 
 
 def redact(text: str, token: str | None) -> str:
@@ -76,21 +66,10 @@ def check_api_url(url: str) -> str:
         raise FilingError(f"--api-url: not a URL ({exc})", bad_input=True) from None
     if parts.scheme == "https" and parts.hostname:
         return url
-    if parts.scheme == "http" and _is_loopback(parts.hostname):
+    if parts.scheme == "http" and is_loopback_host(parts.hostname):
         return url
     raise FilingError(f"--api-url: {_redact_userinfo(url)!r}: the token is only sent over https:// "
                       "(or plain http:// to a loopback address)", bad_input=True)
-
-
-def _is_loopback(host: str | None) -> bool:
-    if host is None:
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _redact_userinfo(url: str) -> str:

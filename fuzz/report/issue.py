@@ -216,19 +216,11 @@ def _checked(bundle: CrashBundle, record: dict[str, Any]) -> str:
     return f"{checked}\n\n{_table(rows)}" if rows else checked
 
 
-def fixed_comment(bundle: CrashBundle, record: dict[str, Any]) -> str:
-    """The comment that closes a finding's issue: it no longer reproduces, and what was checked."""
+def verify_comment(bundle: CrashBundle, record: dict[str, Any], reproduces: bool) -> str:
+    """The comment on a finding's issue as ``verify-fixed`` closes it (gone) or reopens it (back), and what was checked."""
+    said = "**reproduces again**, reopening" if reproduces else "**no longer reproduces**, closing"
     return capped("\n\n".join([
         _marker(bundle.signature),
-        f"gdnfuzz verify-fixed: **no longer reproduces**, closing. {_checked(bundle, record)}",
-        block(replay_command(bundle), "sh"),
-    ]), MAX_BODY)
-
-
-def reopen_comment(bundle: CrashBundle, record: dict[str, Any]) -> str:
-    """The comment on reopening a closed finding's issue: its bundle reproduces again."""
-    return capped("\n\n".join([
-        _marker(bundle.signature),
-        f"gdnfuzz verify-fixed: **reproduces again**, reopening. {_checked(bundle, record)}",
+        f"gdnfuzz verify-fixed: {said}. {_checked(bundle, record)}",
         block(replay_command(bundle), "sh"),
     ]), MAX_BODY)

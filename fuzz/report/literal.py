@@ -39,22 +39,3 @@ def layout(value: Any, indent: int = 0, head: str = "", tail: str = "", width: i
     for key, item in items:
         lines += layout(item, indent + 4, "" if key is None else f"{flat(key)}: ", ",", width)
     return [*lines, f"{pad}{closing}{tail}"]
-
-
-def string(text: str, indent: int, head: str = "", tail: str = "", width: int = WIDTH) -> list[str]:
-    """A long string as implicitly concatenated pieces in parentheses, each within ``width``."""
-    pad = " " * indent
-    one = f"{pad}{head}{json.dumps(text)}{tail}"
-    if len(one) <= width:
-        return [one]
-    room = width - indent - 4 - 2
-    pieces, current = [], ""
-    for word in text.split(" "):
-        candidate = f"{current} {word}" if current else word
-        if len(json.dumps(candidate + " ")) - 2 > room and current:
-            pieces.append(current + " ")
-            current = word
-        else:
-            current = candidate
-    pieces.append(current)
-    return [f"{pad}{head}(", *[f"{pad}    {json.dumps(p)}" for p in pieces], f"{pad}){tail}"]

@@ -30,12 +30,12 @@ from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import Scenario, ScenarioError, load_scenario, pretty_json, scenario_summary
 from fuzz.model.schema import Says
 from fuzz.oracle.finding import Finding, environment
+from fuzz.report.harness_source import HARNESS_FILE
 from fuzz.store.atomic import atomic_write, temporary_name
 
 BUNDLE_FILES = ("scenario.json", "original.json", "verdict.json", "report.md")
 TEST_FILE = "test_regression.py"  # optional: older bundles have none
 CASE_FILE = "case.json"  # the test's case, beside it (older bundles' tests hold theirs)
-HARNESS_FILE = "mamba_align_replay.py"  # in the crash store, one for all its bundles' tests
 CONFIRMED_STATES = ("confirmed", "not confirmed", "inconclusive", None)
 ENVIRONMENT_KEYS = ("vllm", "torch", "device")
 SIGNATURE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"

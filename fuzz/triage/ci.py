@@ -31,29 +31,16 @@ from fuzz.search.supervisor import run_workers
 
 @dataclass(frozen=True)
 class CiPaths:
-    """The layout of ``--out``: nothing else is written."""
+    """The layout of ``--out``, which is all a check writes: the fuzzing corpus (``corpus/queue`` is what CI caches
+    between runs), the crash store, and the reports (``junit.xml``, ``gdnfuzz.sarif``, ``summary.md``)."""
 
     out: Path
+    corpus: Path
+    crashes: Path
 
-    @property
-    def corpus(self) -> Path:
-        return self.out / "corpus"  # corpus/queue is what CI caches between runs
-
-    @property
-    def crashes(self) -> Path:
-        return self.out / "crashes"
-
-    @property
-    def junit(self) -> Path:
-        return self.out / "junit.xml"
-
-    @property
-    def sarif(self) -> Path:
-        return self.out / "gdnfuzz.sarif"
-
-    @property
-    def summary(self) -> Path:
-        return self.out / "summary.md"
+    @classmethod
+    def under(cls, out: Path) -> CiPaths:
+        return cls(out, out / "corpus", out / "crashes")
 
 
 def corpus_files(corpus: Path, skipped: Callable[[Path, str], None]) -> list[Path]:

@@ -6,26 +6,18 @@ Ray rewrites ``127.0.0.1`` to the interface address unless ``RAY_ENABLE_WINDOWS_
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import sys
 
 from fuzz.errors import ToolError
+from fuzz.loopback import is_loopback_host
 
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 
 def is_loopback(address: str) -> bool:
     """``local`` (the embedded Ray), or an address whose host is a loopback one (``127.0.0.1:6379``, ``localhost``)."""
-    if address == "local":
-        return True
-    host = address.removeprefix("ray://").rsplit(":", 1)[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return address == "local" or is_loopback_host(address.removeprefix("ray://").rsplit(":", 1)[0].strip("[]"))
 
 
 def use_loopback() -> None:

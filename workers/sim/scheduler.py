@@ -18,6 +18,7 @@ from typing import Any
 from fuzz.errors import ConfigRejected
 from fuzz.model.knobs import EngineKnobs, engine_args, scheduler_settings
 from fuzz.model.scenario import MAX_CONTEXT
+from fuzz.report.harness_source import harness_literal
 from workers.sim.block_pools import BlockPoolStock, recycled_block_pools
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -139,19 +140,8 @@ def _engine_args(key: ConfigKey) -> Any:
     )
     # As in vLLM's engine after hybrid alignment: cache_config.block_size is B (the knob table's
     # mamba_block_size row says so), which is what the split reads as the Mamba block size.
-    return EngineArgs(
-        model=str(tiny_config_dir()),
-        skip_tokenizer_init=True,
-        load_format="dummy",
-        dtype="bfloat16",
-        enforce_eager=True,
-        max_model_len=MAX_CONTEXT,
-        enable_prefix_caching=True,
-        mamba_cache_mode="align",
-        kv_transfer_config=kv_transfer,
-        async_scheduling=False,  # the sim drives EngineCore.step's synchronous order
-        **key.engine_args,
-    )
+    return EngineArgs(model=str(tiny_config_dir()), max_model_len=MAX_CONTEXT, kv_transfer_config=kv_transfer,
+                      **harness_literal("ENGINE_ARGS"), **key.engine_args)  # as a bundle's test starts it
 
 
 def with_scheduler_knobs(base: Any, knobs: EngineKnobs) -> Any:
