@@ -49,11 +49,23 @@ def test_the_seed_bug_has_one_name_wherever_it_is_found(path):
     assert symptom == SEED_BUG and signature in SEED_BUG_CAUSES
 
 
-def test_both_side_means_the_same_bug_on_both_sides():
-    mixed = DATA / "different-bug-on-each-side.json"
-    assert _signature(mixed, "vllm") == "both-side-poison-unaligned-end-eagle-family-internal-checkpoint"
-    assert _signature(REGRESSIONS / "internal-checkpoint-midblock-resume.json", "pre-51113") == (
-        "reference-side-poison-unaligned-end-no-spec-internal-checkpoint")
+def test_a_known_vllm_bug_has_one_name_whatever_side_and_symptom_it_shows():
+    """A finding the reference shares that a known fix (``docs/upstream/*/bug.json``) removes from the reference's
+    run is that bug, named so: both-side with the installed split as candidate, reference-side against pre-51113;
+    its symptom stays the bundle's evidence."""
+    bug = "vllm-bug-checkpoint-after-midblock-resume"
+    assert _names(DATA / "different-bug-on-each-side.json", "vllm") == (
+        bug, "both-side-poison-unaligned-end-eagle-family-internal-checkpoint")
+    assert _names(REGRESSIONS / "internal-checkpoint-midblock-resume.json", "pre-51113") == (
+        bug, "reference-side-poison-unaligned-end-no-spec-internal-checkpoint")
+    pool = REGRESSIONS / "connector-pool-accounting-valueerror-no-spec.json"
+    assert _signature(pool, "vllm") == "vllm-bug-connector-pool-accounting"
+
+
+def test_a_shared_finding_no_known_fix_removes_keeps_its_symptom_name():
+    """Both sides a split no known fix stands for (a file's, not the installed one): the symptom names it."""
+    path = sorted(REGRESSIONS.glob("connector-external-*.json"))[0]
+    assert _signature(path, IGNORE_EXTERNAL, IGNORE_EXTERNAL) == "both-side-poison-unaligned-end-below-lcp-no-spec"
 
 
 def test_a_stop_missed_after_a_connector_load_is_told_apart_by_its_class():

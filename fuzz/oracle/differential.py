@@ -12,8 +12,9 @@ from fuzz.model.policies import Policy, corrected, following
 from fuzz.model.result import RunResult, RunStatus, SplitDisagreement, VerdictStatus, exact_outputs_differ
 from fuzz.model.scenario import Scenario
 from fuzz.oracle.signature import stands_for
+from fuzz.oracle.upstream import matching_bug
 from fuzz.oracle.verdict import FindingClass, JudgeInput, OutputsDiffer, Verdict, finding_classes, outcome
-from fuzz.tiers import Executor, executor_for
+from fuzz.tiers import SCHEDULER_TIER, Executor, executor_for
 
 
 @dataclass
@@ -37,11 +38,20 @@ def replay(scenario: Scenario, candidate: Policy, reference: Policy, tier: str =
     verdict = judge(scenario, cand, ref, truth, executor.outputs_differ, lambda: executor.canary_detected(scenario))
     if causes and _candidates_own(verdict):
         verdict.root_cause = root_cause(scenario, candidate, reference, executor, cand, ref, truth)
+    if causes and tier == SCHEDULER_TIER and any(f.side in ("both", "reference") for f in verdict.findings()):
+        verdict.upstream = known_vllm_bug(scenario, reference, executor, truth)
     return Replayed(verdict, cand, ref, truth)
 
 
 def _candidates_own(verdict: Verdict) -> bool:
     return any(f.side in ("candidate", "unknown") for f in verdict.findings())
+
+
+def known_vllm_bug(scenario: Scenario, reference: Policy, executor: Executor, truth: RunResult | None) -> str | None:
+    """The known vLLM bug (``fuzz.oracle.upstream``) whose fix leaves the reference's run of ``scenario`` sound."""
+    bug = matching_bug(reference, lambda fixed: executor.run(scenario, fixed),
+                       lambda run: not judge(scenario, run, run, truth, executor.outputs_differ).findings())
+    return None if bug is None else bug.name
 
 
 def root_cause(scenario: Scenario, candidate: Policy, reference: Policy, executor: Executor, cand: RunResult,

@@ -151,6 +151,7 @@ class Verdict:
     poisoned: int = 0  # poisoned slots in the candidate run
     notes: list[str] = field(default_factory=list)
     root_cause: SplitDisagreement | None = None  # the first split decision where the policies disagree
+    upstream: str | None = None  # the known vLLM bug (``fuzz.oracle.upstream``) the reference's findings are
 
     def of(self, cls: FindingClass | str) -> list[Divergence]:
         return self.found.get(cls if isinstance(cls, str) else cls.name, [])
@@ -185,7 +186,8 @@ class Verdict:
         headline = self.headline
         data: dict[str, Any] = {"status": self.status, "resumed": self.resumed, "poisoned": self.poisoned,
                                 "notes": self.notes, "first": asdict(headline) if headline else None,
-                                "root_cause": asdict(self.root_cause) if self.root_cause else None}
+                                "root_cause": asdict(self.root_cause) if self.root_cause else None,
+                                "upstream": self.upstream}
         for cls in finding_classes():
             data[cls.verdict_key] = [asdict(f) for f in self.of(cls)]
         return data
@@ -198,8 +200,9 @@ def finding_signature(verdict: Verdict, scenario: Scenario, candidate_run: RunRe
 
 
 def reference_is_wrong(sig: str) -> bool:
-    """Whether ``sig`` names a finding the reference has too (``both-side-``) or alone (``reference-side-``)."""
-    return sig.startswith(("both-side-", "reference-side-"))
+    """Whether ``sig`` names a finding the reference has too (``both-side-``), alone (``reference-side-``), or a
+    known bug of vLLM's own (``vllm-bug-``, ``fuzz.oracle.upstream``)."""
+    return sig.startswith(("both-side-", "reference-side-", "vllm-bug-"))
 
 
 def outcome(sig: str) -> str:

@@ -10,6 +10,7 @@ from fuzz.oracle.divergence import Divergence
 from fuzz.oracle.evidence import chunk_tables
 from fuzz.oracle.judge import first_finding, judge_correctness, self_consistent
 from fuzz.oracle.signature import correctness_signature, root_cause_name, wrong_side
+from fuzz.oracle.upstream import PREFIX as UPSTREAM_PREFIX
 from fuzz.oracle.verdict import FindingClass, JudgeInput, Verdict, reference_is_wrong
 
 
@@ -33,8 +34,11 @@ class Correctness(FindingClass):
         return first_finding(findings)
 
     def signature(self, verdict: Verdict, scenario: Scenario, candidate_run: RunResult) -> str:
-        """The root cause where the candidate's own finding is its split's (contract faults aside), else the symptom."""
+        """The known vLLM bug a shared finding is; the root cause where the candidate's own finding is its split's
+        (contract faults aside); else the symptom."""
         symptom = self.symptom(verdict, scenario, candidate_run)
+        if verdict.upstream is not None and reference_is_wrong(symptom):
+            return UPSTREAM_PREFIX + verdict.upstream  # one name per known vLLM bug, whatever it showed
         head = self.headline(verdict.of(self))
         if verdict.root_cause is None or reference_is_wrong(symptom) or head is None or head.kind == "contract":
             return symptom
