@@ -12,8 +12,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-HARNESS_FILE = "mamba_align_replay.py"
-HARNESS = Path(__file__).with_name(HARNESS_FILE)  # the one harness, which a crash store holds a copy of
+HARNESS = Path(__file__).with_name("mamba_align_replay.py")  # the one harness; a crash store holds a copy
 
 
 @functools.cache

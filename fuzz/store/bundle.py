@@ -30,11 +30,11 @@ from fuzz.model.result import VerdictStatus
 from fuzz.model.scenario import Scenario, ScenarioError, load_scenario, pretty_json, scenario_summary
 from fuzz.model.schema import Says
 from fuzz.oracle.finding import Finding, environment
-from fuzz.report.harness_source import HARNESS_FILE
 from fuzz.store.atomic import atomic_write, temporary_name
 
 BUNDLE_FILES = ("scenario.json", "original.json", "verdict.json", "report.md")
 TEST_FILE = "test_regression.py"  # optional: older bundles have none
+HARNESS_FILE = "mamba_align_replay.py"  # in the crash store, one for all its bundles' tests (fuzz/report/)
 CASE_FILE = "case.json"  # the test's case, beside it (older bundles' tests hold theirs)
 CONFIRMED_STATES = ("confirmed", "not confirmed", "inconclusive", None)
 ENVIRONMENT_KEYS = ("vllm", "torch", "device")
