@@ -2,7 +2,7 @@
 the scenario, with that bug's fix applied, has no correctness finding left. One name per bug, ``vllm-bug-<folder>``,
 whatever symptom and side it showed.
 
-A bug is a folder of ``docs/upstream/`` (its report, ``fix.py``, a suite) with ``bug.json``: ``summary``;
+A bug is a folder of ``docs/upstream/`` (its report, ``fix.py``, a suite) with ``bug.json``: ``summary`` (for people);
 ``replaces``, either ``"split"`` (vLLM's split: the fix stands for the reference only where the reference is the
 installed split) or ``"module:Class.attribute"`` (set for the one run, then put back); ``with``, the attribute of
 ``fix.py`` that replaces it. Invariant: matching only runs the reference side again; it never changes a verdict's
@@ -16,11 +16,11 @@ import importlib.util
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fuzz.model.policies import Policy, load_policy
+from fuzz.model.policies import Policy
 from fuzz.model.result import RunResult
 
 UPSTREAM = Path(__file__).resolve().parents[2] / "docs" / "upstream"
@@ -33,13 +33,8 @@ class UpstreamBug:
     """One known vLLM bug (module docstring): its folder's name, what its fix replaces, and with what."""
 
     name: str
-    summary: str
     replaces: str
     fix: str
-
-    @property
-    def signature(self) -> str:
-        return PREFIX + self.name
 
     @property
     def folder(self) -> Path:
@@ -52,14 +47,15 @@ class UpstreamBug:
     @contextmanager
     def applied(self, reference: Policy) -> Iterator[Policy]:
         """``reference`` with this fix, for the runs made inside the block (a patched attribute put back after)."""
+        fixed = _fix_module(self.folder)[self.fix]
         if self.replaces == "split":
-            yield replace(load_policy(f"{self.folder / 'fix.py'}:{self.fix}"), name=f"{reference.name}+{self.name}")
+            yield Policy(f"{reference.name}+{self.name}", f"{self.folder / 'fix.py'}:{self.fix}", fixed)
             return
         module, _, attribute = self.replaces.partition(":")
         owner_name, _, name = attribute.rpartition(".")
         owner = getattr(importlib.import_module(module), owner_name)
         before = owner.__dict__[name]
-        setattr(owner, name, _fix_module(self.folder)[self.fix])
+        setattr(owner, name, fixed)
         try:
             yield reference
         finally:
@@ -83,12 +79,8 @@ def known_bugs() -> tuple[UpstreamBug, ...]:
     bugs = []
     for path in sorted(UPSTREAM.glob("*/bug.json")):
         data = json.loads(path.read_text())
-        bugs.append(UpstreamBug(path.parent.name, data["summary"], data["replaces"], data["with"]))
+        bugs.append(UpstreamBug(path.parent.name, data["replaces"], data["with"]))
     return tuple(bugs)
-
-
-def bug_named(signature: str) -> UpstreamBug | None:
-    return next((b for b in known_bugs() if b.signature == signature), None)
 
 
 def matching_bug(reference: Policy, run_fixed: Callable[[Policy], RunResult],
