@@ -158,8 +158,3 @@ def local_executor(tier: str) -> Executor:
 def tiers_of(choice: str) -> tuple[str, ...]:
     """The tiers a ``--tier`` choice names: one tier, or ``both`` (:data:`COMPARED`)."""
     return COMPARED if choice == BOTH else (choice,)
-
-
-def tier_help(choices: tuple[str, ...]) -> str:
-    named = {**{t.name: t.description for t in REGISTRY.values()}, BOTH: f"{' and '.join(COMPARED)}, compared"}
-    return "; ".join(f"{c}: {named[c]}" for c in choices)

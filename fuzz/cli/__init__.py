@@ -43,7 +43,7 @@ class JobsFormatter(DefaultsFormatter):
         return text if text.startswith("subcommands by job") else super()._fill_text(text, width, indent)
 
 
-VERBOSE_HELP = "show vLLM's own log lines, in this process and its children: -v its INFO, -vv its DEBUG (default: errors only)"
+VERBOSE_HELP = "vLLM logs: -v INFO, -vv DEBUG (default: errors only)"  # here and in every child (fuzz.verbosity)
 SUBCOMMANDS = (replay, compare, gen, policies, run, minimize, confirm, campaign, status, dashboard, file_issue,
                coverage, ci, merge, prune, fidelity, verify_fixed, bisect, export_test, schema, warm)
 
@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}",
                         help="print gdnfuzz's version and exit")
     parser.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in SUBCOMMANDS:
         module.add_parser(sub)
     for command in sub.choices.values():  # `gdnfuzz replay -v` as well as `gdnfuzz -v replay`

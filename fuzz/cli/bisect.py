@@ -41,13 +41,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--good", required=True, metavar="REV", help="a revision where the finding does not reproduce")
     p.add_argument("--bad", required=True, metavar="REV", help="a revision where it reproduces")
     p.add_argument("--fixed", action="store_true",
-                   help="search the other way: BAD is the older revision, GOOD the newer; find the first fixed one")
+                   help="find the first fixed revision (BAD is then the older)")
     p.add_argument("--mode", default="split", choices=MODES,
-                   help="split (each revision's split on the installed scheduler) or branch (its whole scheduling "
-                        "code, in a process of its own)")
+                   help="each revision's split alone, or its whole scheduling code")
     p.add_argument("--reference", default=None,
-                   help="the reference the finding is judged against (default: the bundle's, if it is built in: a "
-                        "policy a file names is never loaded)")
+                   help="the reference policy (default: the bundle's, if it is built in)")
     p.add_argument("--json", action="store_true",
-                   help="print one JSON object (what was recorded, and the log) on stdout; the log goes to stderr")
+                   help="one JSON object (the record, the log) on stdout; the log on stderr")
     p.set_defaults(func=cmd_bisect)

@@ -21,7 +21,7 @@ from fuzz.model.policies import PolicyError, named_in_data, resolve_policy
 from fuzz.oracle.verdict import FailOn, exit_code_for
 from fuzz.search.profiles import PROFILE_NAMES, RENAMED
 from fuzz.search.settings import DEFAULT_MINIMIZE_SECONDS, RunSettings
-from fuzz.store.stats import default_stats_path
+from fuzz.store.stats import DEFAULT_STATS_PATH, STATS_ENV, default_stats_path
 
 DEFAULT_MAX_TIME = 300.0
 RESUME_FLAGS = ("address", "max_time", "drain_time")  # what --resume takes from the command line
@@ -153,34 +153,31 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("campaign", help="continuous fuzzing on Ray: fuzzer actors, crash store, engine verifiers")
     p.add_argument("--address", default="local",
-                   help="local (embedded Ray, the default), auto (an existing cluster) or ray://host:port")
-    p.add_argument("--fuzzers", type=int, default=2, help="fuzzing actors, one CPU each (default 2)")
-    p.add_argument("--verifiers", type=int, default=1, help="engine verifier actors, one GPU each where there is one (default 1)")
+                   help="Ray: local, auto or ray://host:port")
+    p.add_argument("--fuzzers", type=int, default=2, help="fuzzing actors, one CPU each")
+    p.add_argument("--verifiers", type=int, default=1, help="engine verifiers, a GPU each if any")
     p.add_argument("--gpus-per-verifier", type=float, default=1.0, help="used when the cluster has GPUs")
     p.add_argument("--max-time", type=float, default=None,
-                   help=f"seconds of fuzzing (default {DEFAULT_MAX_TIME:g}; with --resume: the time the campaign had left)")
+                   help=f"seconds to fuzz (default: {DEFAULT_MAX_TIME:g}; --resume: time left)")
     p.add_argument("--resume", action="store_true",
-                   help="continue the campaign whose crash store is --crashes (its corpus, bundles, raw findings "
-                        "and stats) with the settings it was started with")
+                   help="continue the --crashes campaign with its settings")
     add_policy_args(p)
     add_fail_on_arg(p)
     p.add_argument("--seed", type=int, default=1, help="fuzzer i uses libFuzzer -seed=SEED+i")
     add_store_args(p)
-    p.add_argument("--stats", default=None, help="stats JSON-lines file (default $GDNFUZZ_STATS or stats.jsonl)")
-    p.add_argument("--dashboard", default=None, help="HTML file (default CRASHES/dashboard.html)")
-    p.add_argument("--file-issues", default=None, metavar="OWNER/NAME", help="file confirmed findings there")
+    p.add_argument("--stats", default=None, help=f"stats file (default: ${STATS_ENV} or {DEFAULT_STATS_PATH})")
+    p.add_argument("--dashboard", default=None, help="HTML dashboard (default: CRASHES/dashboard.html)")
+    p.add_argument("--file-issues", default=None, metavar="OWNER/NAME", help="file confirmed findings in this GitHub repository")
     p.add_argument("--dry-run-issues", action="store_true", help="with --file-issues: write issue.md only")
     p.add_argument("--verify-fixed", action="store_true",
-                   help="at the start, replay every stored finding against the installed vLLM (once per vLLM "
-                        "version; with --file-issues, close fixed issues and reopen returning ones)")
+                   help="first replay stored findings on the installed vLLM")
     p.add_argument("--minimize-time", type=float, default=DEFAULT_MINIMIZE_SECONDS,
-                   help=f"seconds to minimize each new signature (default {DEFAULT_MINIMIZE_SECONDS:g})")
+                   help=f"seconds to minimize each new signature (default: {DEFAULT_MINIMIZE_SECONDS:g})")
     add_search_args(p)
-    p.add_argument("--merge-every", type=float, default=600.0, help="seconds between corpus merges (0: never)")
-    p.add_argument("--hang-timeout", type=int, default=60, help="seconds one input may run before it is a hang")
+    p.add_argument("--merge-every", type=float, default=600.0, help="seconds between merges (0: never)")
+    p.add_argument("--hang-timeout", type=int, default=60, help="seconds per input: libFuzzer -timeout")
     p.add_argument("--drain-time", type=float, default=5.0,
-                   help="seconds after --max-time for minimizations in flight (then what is left is stored as "
-                        "found; a verification in flight is left for the next campaign)")
+                   help="seconds to minimize after --max-time")
     p.add_argument("libfuzzer", nargs="*", help="libFuzzer flags, after --")
     p.set_defaults(func=cmd_campaign)
     p.set_defaults(defaults={k: v for k, v in vars(p.parse_args([])).items() if k != "func"})

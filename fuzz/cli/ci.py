@@ -228,51 +228,34 @@ def _write_reports(args: argparse.Namespace, paths: CiPaths, report: CiReport) -
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("ci", help="CI check of a candidate (a PR's vLLM checkout): replay the corpus, fuzz for a "
-                                  "budget, fail only on signatures not in the baseline; JUnit, SARIF, markdown")
+    p = sub.add_parser("ci", help="check a vLLM PR: replay the corpus and fuzz, failing only on new signatures")
     add_policy_option(p, "--candidate",
-                      help="the code under test: a vLLM checkout directory (see `gdnfuzz policies`) or `vllm`, the "
-                           "installed build; without it, the code-change form takes the --checkout work tree")
+                      help="code under test, a checkout or vllm (default: --checkout)")
     p.add_argument("--candidate-mode", choices=("split", "branch"),
-                   help="split (the split-only form's default): only the checkout's "
-                        "Scheduler._mamba_block_aligned_split, on the installed scheduler; branch (the code-change "
-                        "form's default): the checkout's whole vllm/v1/core, request.py and kv_cache_interface.py in "
-                        "a process of its own. In the code-change form the base is loaded the same way")
+                   help="the split alone or the whole branch (default: by form)")
     p.add_argument("--base", metavar="REV",
-                   help="code-change form: the reference is this revision of --checkout, read from git objects "
-                        "(default, when --candidate is not given: the merge base of HEAD with origin/HEAD, "
-                        "upstream/HEAD, origin/main or upstream/main, the first there is); a finding is new only if "
-                        "it does not reproduce on it")
+                   help="base revision of --checkout (default: the merge base)")
     p.add_argument("--checkout", default=".", metavar="DIR",
-                   help="code-change form: the vLLM git checkout --base is a revision of (only read; default .)")
-    add_policy_option(p, "--reference", help="split-only form: reference split policy (default vllm, the installed vLLM)")
+                   help="the vLLM git checkout (only read)")
+    add_policy_option(p, "--reference", help="split-only form's reference (default: vllm)")
     p.add_argument("--corpus", default="corpus",
-                   help="committed corpus root, read only: its seeds/ and regressions/ are replayed and seed the fuzzer")
+                   help="corpus root to replay (only read)")
     p.add_argument("--fuzz-time", type=int, default=60,
-                   help="seconds of coverage-guided fuzzing after the replay, counted from the first verdict (start-"
-                        "up, a worker's vLLM import and a candidate process's, spends none of them; default 60; 0: "
-                        "replay only)")
+                   help="seconds of fuzzing (0: replay only)")
     p.add_argument("--max-time", type=float, default=DEFAULT_MAX_TIME, metavar="S",
-                   help=f"the overall time bound, in seconds (default {DEFAULT_MAX_TIME:g}, 20 minutes): a replay in "
-                        "flight is cut there, the files left and the fuzzing not done are reported as not judged "
-                        "(exit 5 unless a new signature was found), and JUnit, SARIF and the summary are written "
-                        "within it")
-    p.add_argument("-j", "--jobs", type=int, default=1, help="fuzzing worker processes (default 1)")
-    p.add_argument("--seed", type=int, default=1, help="worker i uses libFuzzer -seed=SEED+i (default 1)")
+                   help=f"seconds for the whole check (default: {DEFAULT_MAX_TIME:g})")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="fuzzing worker processes")
+    p.add_argument("--seed", type=int, default=1, help="worker i uses libFuzzer -seed=SEED+i")
     p.add_argument("--minimize-time", type=float, default=30.0,
-                   help="seconds to minimize each new signature found while fuzzing (default 30)")
+                   help="seconds to minimize each new signature")
     p.add_argument("--baseline", action="append", default=[], metavar="FILE",
-                   help="file of known signatures, one a line (# comments); repeatable")
+                   help="known-signature file, one a line (# comments); repeatable")
     p.add_argument("--baseline-issues", metavar="OWNER/NAME",
-                   help="also treat as known the signatures of this repository's open `gdnfuzz` issues "
-                        "($GITHUB_API_URL, $GITHUB_TOKEN; needs the `issues` extra); when the API cannot be read "
-                        "the check still runs and writes its reports, and a signature it cannot clear exits 5")
+                   help="also known: the signatures of its open `gdnfuzz` issues")
     p.add_argument("--out", default="gdnfuzz-out",
-                   help="the one output directory: corpus/queue (cache it between runs), crashes/, junit.xml, "
-                        "gdnfuzz.sarif, summary.md (default gdnfuzz-out)")
-    p.add_argument("--source-root", help="directory SARIF paths are relative to (default: the checkout, else .)")
+                   help="the one output directory")
+    p.add_argument("--source-root", help="SARIF paths' root (default: the checkout, else .)")
     p.add_argument("--no-strict", dest="strict", action="store_false",
-                   help="only warn when the sim tier's runner mirror was not checked against the installed vLLM "
-                        "(default: refuse, exit 2, naming the changed vLLM functions)")
+                   help="only warn on an unchecked runner mirror (default: exit 2)")
     add_fail_on_arg(p)
     p.set_defaults(func=cmd_ci)

@@ -15,7 +15,7 @@ from fuzz.errors import ExitCode, InputError
 from fuzz.model import json_input
 from fuzz.model.scenario import Scenario, load_scenario
 from fuzz.store.atomic import atomic_write
-from fuzz.tiers import BOTH, COMPARED, executor_for, tier_help, tiers_of
+from fuzz.tiers import BOTH, COMPARED, executor_for, tiers_of
 from fuzz.triage.compare import compare_costs, hit_agreement, summarize
 
 
@@ -94,7 +94,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("paths", nargs="+", help="scenario files or directories of them")
     add_policy_args(p)
     p.add_argument("--tier", default="sim", choices=(*COMPARED, BOTH),
-                   help=f"where to measure (default sim): {tier_help((*COMPARED, BOTH))}, with their hit-token "
-                        "agreement")
+                   help="the tier (both: sim and engine, with hit-token agreement)")
     p.add_argument("--json", metavar="FILE", help="also write every figure as JSON (for gdnfuzz dashboard --compare)")
     p.set_defaults(func=cmd_compare)

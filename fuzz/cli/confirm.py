@@ -8,7 +8,7 @@ from typing import Any
 
 from fuzz.errors import ExitCode
 from fuzz.model.result import ConfirmState
-from fuzz.tiers import CONFIRMING, tier_help
+from fuzz.tiers import CONFIRMING
 from fuzz.triage.confirm import confirm_bundle
 
 
@@ -26,10 +26,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("confirm", help="re-run findings on the engine tier and record confirmed / not / inconclusive")
     p.add_argument("bundles", nargs="+", help="crashes/<signature> directories")
     p.add_argument("--tier", default=CONFIRMING[0], choices=CONFIRMING,
-                   help=f"the tier that decides (default {CONFIRMING[0]}): {tier_help(CONFIRMING)}")
+                   help="the tier that decides")
     p.add_argument("--candidate", default=None,
-                   help="the candidate policy (default: the one the bundle names, if it is built in: a policy a file "
-                        "names is never loaded)")
+                   help="the candidate policy (default: the bundle's, if it is built in)")
     p.add_argument("--reference", default=None,
                    help="the reference policy (default: the bundle's, if it is built in)")
     p.set_defaults(func=cmd_confirm)

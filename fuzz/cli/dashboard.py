@@ -9,7 +9,7 @@ from typing import Any
 
 from fuzz.errors import ExitCode
 from fuzz.report.dashboard import write_dashboard
-from fuzz.search.settings import DEFAULT_CRASHES, default_crashes
+from fuzz.search.settings import default_crashes
 from fuzz.store.stats import default_stats_path
 from workers.campaign.resume import read_record, record_path
 
@@ -29,8 +29,7 @@ def add_parser(subparsers: Any) -> None:
         "--stats", default=None, help="stats file (default $GDNFUZZ_STATS or stats.jsonl, skipped while absent)"
     )
     parser.add_argument("--crashes", default=str(default_crashes()),
-                        help=f"crash store ($GDNFUZZ_CRASHES, default {DEFAULT_CRASHES}, where `gdnfuzz run` and "
-                             "`gdnfuzz campaign` write)")
+                        help="crash store ($GDNFUZZ_CRASHES)")
     parser.add_argument("--out", required=True, help="the HTML file to write")
     parser.add_argument("--compare", default=None, metavar="FILE",
                         help="a `gdnfuzz compare --json` report: adds its A/B cost plots")

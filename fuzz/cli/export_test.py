@@ -61,19 +61,16 @@ def _suite(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("export-test", help="write findings as pytest files that need only vLLM and pytest")
     p.add_argument("paths", nargs="+", metavar="FILE_OR_BUNDLE",
-                   help="a crashes/<signature> bundle or a scenario file (with --suite: several, or directories)")
+                   help="a bundle or scenario file (--suite: several, or directories)")
     p.add_argument("--suite", action="store_true",
-                   help=f"write the suite: {HARNESS_MODULE}.py, a test module, and its cases as JSON")
+                   help=f"write a suite: {HARNESS_MODULE}.py, a test module, JSON cases")
     p.add_argument("--checks", choices=CHECKS, default="installed",
-                   help="the split the test checks: the installed vLLM's own (default) or the candidate's")
+                   help="the split the test checks")
     add_policy_option(p, "--candidate", default=None,
-                      help="the split the finding was found with (default: the bundle's; for a file, the policy its "
-                           "expect says diverges or regresses there, else vllm)")
+                      help="the split the finding was found with (default: from the file)")
     add_policy_option(p, "--reference", default=None, help="the reference split (default: the bundle's, else vllm)")
     p.add_argument("--out", default=None,
-                   help="the test file to write (default test_<signature>.py); with --suite, the directory")
+                   help="test file (default: test_<signature>.py); --suite: a directory")
     p.add_argument("--trust-named-policies", action="store_true",
-                   help="run the policies the files name (a scenario's expect, a bundle's verdict) that are not "
-                        "built in: only for files you vouch for, such as your own checkout's corpus (by default a "
-                        "file never makes gdnfuzz run code)")
+                   help="run the non-built-in policies files name: only files you vouch for")
     p.set_defaults(func=cmd_export_test)

@@ -12,7 +12,7 @@ from fuzz.cli.options import add_fail_on_arg, add_policy_args, policies_of
 from fuzz.errors import ExitCode, InputError
 from fuzz.plural import plural
 from fuzz.search.rerun import MergeRequest, merge_settings
-from fuzz.search.settings import DEFAULT_CRASHES, default_crashes
+from fuzz.search.settings import default_crashes
 from fuzz.store.corpus_merge import run_libfuzzer_merge
 
 
@@ -44,7 +44,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def add_merge_args(p: argparse.ArgumentParser) -> None:
     """The settings a merge's harness runs under (shared with ``gdnfuzz run``'s -merge=1 path and prune)."""
-    p.add_argument("--merge-timeout", type=float, default=600, help="seconds before a merge is abandoned (default 600)")
+    p.add_argument("--merge-timeout", type=float, default=600, help="seconds before a merge is abandoned")
 
 
 def add_merge_harness_args(p: argparse.ArgumentParser) -> None:
@@ -52,8 +52,7 @@ def add_merge_harness_args(p: argparse.ArgumentParser) -> None:
     add_policy_args(p)
     add_fail_on_arg(p)
     p.add_argument("--crashes", default=str(default_crashes()),
-                   help=f"where inputs that diverge while merging are stored as found, each named in the output "
-                        f"($GDNFUZZ_CRASHES, default {DEFAULT_CRASHES})")
+                   help="store for diverging inputs")
     add_merge_args(p)
 
 

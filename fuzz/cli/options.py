@@ -5,18 +5,38 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import shutil
 from pathlib import Path
 
 from fuzz.model.checkout import BRANCH_PREFIX
-from fuzz.model.deadline import DEADLINE_ENV, DEFAULT_DEADLINE_S, check_deadline, set_deadline
+from fuzz.model.deadline import check_deadline, set_deadline
 from fuzz.model.policies import BUILTINS, Policy, PolicyError, resolve_policy
-from fuzz.oracle.verdict import FailOn, default_fail_on, fail_on_choices, finding_classes
-from fuzz.search.profiles import DEFAULT_PROFILE, MIXED, PROFILE_NAMES, PROFILES, max_steps_of_profile
-from fuzz.search.settings import DEFAULT_CRASHES, default_crashes
+from fuzz.oracle.verdict import FailOn, default_fail_on, fail_on_choices
+from fuzz.search.profiles import DEFAULT_PROFILE, PROFILE_NAMES, max_steps_of_profile
+from fuzz.search.settings import default_crashes
+
+HELP_WIDTH = 100  # the widest line ``--help`` writes: a flag, its help and its default, on one line
+HELP_COLUMN = 48  # where help starts at the latest: past the longest invocation, ``--profile {mixed,...}``
 
 
 class DefaultsFormatter(argparse.HelpFormatter):
-    """``--help`` appends ``(default: X)`` unless the help already says it or there is none worth saying."""
+    """``--help`` appends ``(default: X)`` unless the help already says it or there is none worth saying. Each
+    flag is one line: its help starts past the parser's longest invocation (at most :data:`HELP_COLUMN`), and
+    lines of up to :data:`HELP_WIDTH` columns are not wrapped, however narrow the terminal."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = HELP_COLUMN,
+                 width: int | None = None) -> None:
+        width = max(width or shutil.get_terminal_size().columns - 2, HELP_WIDTH)
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+    def add_argument(self, action: argparse.Action) -> None:
+        """As argparse's, with the subcommands measured at their own indent (argparse counts them one step
+        short, so the longest subcommand name would push its help to the next line)."""
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction) and action.help is not argparse.SUPPRESS:
+            names = [len(self._format_action_invocation(choice)) for choice in action._get_subactions()]
+            indent = self._current_indent + self._indent_increment  # where argparse writes them
+            self._action_max_length = max(self._action_max_length, max(names, default=0) + indent)
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
@@ -71,41 +91,32 @@ def add_policy_option(p: argparse.ArgumentParser, flag: str, help: str, **kwargs
 
 
 def add_policy_args(p: argparse.ArgumentParser) -> None:
-    add_policy_option(p, "--candidate", default=DEFAULT_CANDIDATE,
-                      help=f"split policy under test (default {DEFAULT_CANDIDATE}: the installed vLLM's own split; "
-                           "see `gdnfuzz policies`)")
-    add_policy_option(p, "--reference", default="vllm", help="reference split policy (default vllm)")
+    add_policy_option(p, "--candidate", default=DEFAULT_CANDIDATE, help="the split policy under test")
+    add_policy_option(p, "--reference", default="vllm", help="the reference split policy")
 
 
 def add_store_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus", default=os.environ.get("GDNFUZZ_CORPUS", "corpus"),
-                   help="corpus root ($GDNFUZZ_CORPUS, default corpus): its committed seeds/ and regressions/ are "
-                        "only read; libFuzzer's working queue is its queue/ (git-ignored)")
+                   help="corpus root ($GDNFUZZ_CORPUS)")
     p.add_argument("--crashes", default=str(default_crashes()),
-                   help=f"crash store, written ($GDNFUZZ_CRASHES, default {DEFAULT_CRASHES}: git-ignored)")
+                   help="crash store")
 
 
 def add_fail_on_arg(p: argparse.ArgumentParser) -> None:
-    classes = "; ".join(f"{c.name} ({c.description})" for c in finding_classes())
     p.add_argument("--fail-on", type=FailOn, choices=fail_on_choices(), default=default_fail_on(),
-                   help=f"which findings fail the command: {classes}; or any (default {default_fail_on()})")
+                   help="which findings fail the run")
 
 
 def add_profile_arg(p: argparse.ArgumentParser) -> None:
-    shapes = "; ".join(f"{name} ({profile.doc})" for name, profile in PROFILES.items())
     p.add_argument("--profile", choices=PROFILE_NAMES, default=DEFAULT_PROFILE,
-                   help=f"the workload shape generation is weighted toward: {MIXED} (every profile below, each "
-                        f"input drawn under one, in shares that follow what each finds per second); or one "
-                        f"alone: {shapes} (default {DEFAULT_PROFILE})")
+                   help="workload shape inputs lean toward")
 
 
 def add_search_args(p: argparse.ArgumentParser) -> None:
     """``--profile`` and ``--max-steps``, as ``run`` and the campaign take them."""
     add_profile_arg(p)
     p.add_argument("--max-steps", type=positive_int, default=None,
-                   help="drop mutations whose requests, run one after another, take more scheduler steps "
-                        "(the structural -max_len; default: the profile's, "
-                        + ", ".join(f"{n} {max_steps_of_profile(n)}" for n in PROFILE_NAMES) + ")")
+                   help="max scheduler steps per input (default: by profile)")
 
 
 def max_steps_of(args: argparse.Namespace) -> int:
@@ -115,9 +126,7 @@ def max_steps_of(args: argparse.Namespace) -> int:
 
 def add_deadline_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deadline", type=_seconds, default=None, metavar="S",
-                   help=f"seconds one run of a scenario may take before it is a `hang` finding (default "
-                        f"${DEADLINE_ENV}, else {DEFAULT_DEADLINE_S:g} on sim and kernels, the engine tier's own "
-                        "timeout there)")
+                   help="seconds a run may take before `hang` (default: by tier)")
 
 
 def apply_deadline(args: argparse.Namespace) -> None:

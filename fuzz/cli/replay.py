@@ -29,7 +29,7 @@ from fuzz.oracle.verdict import (
     finding_signature,
     outcome,
 )
-from fuzz.tiers import BOTH, TIERS, tier_help, tiers_of
+from fuzz.tiers import BOTH, TIERS, tiers_of
 
 
 def _row(name: str, tier: str, scenario: Scenario, replayed: Any, expectation: bool | None,
@@ -133,10 +133,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("replay", help="replay scenarios under a candidate and a reference policy")
     p.add_argument("files", nargs="+", metavar="FILE_OR_DIR",
-                   help="scenario JSON files, or directories of them (their regular *.json files, sorted)")
+                   help="scenario files, or directories of *.json files")
     add_policy_args(p)
     p.add_argument("--tier", default="sim", choices=(*TIERS, BOTH),
-                   help=f"where to run them (default sim): {tier_help((*TIERS, BOTH))}")
+                   help="the tier (both: sim and engine, compared)")
     p.add_argument("--json", action="store_true", help="print one JSON object per scenario")
     add_fail_on_arg(p)
     add_deadline_arg(p)

@@ -134,26 +134,22 @@ def profile_lines(profiles: dict[str, dict[str, float]]) -> list[str]:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="coverage-guided fuzzing of a candidate split against a reference (atheris)")
     p.add_argument("--target", default="split", choices=TARGETS,
-                   help="split: candidate vs reference on the sim tier; kernels: GDN kernel conformance "
-                        "(a conformance failure is a libFuzzer crash: the worker stops and keeps the input)")
+                   help="split, or GDN kernel conformance")
     add_policy_args(p)
     add_fail_on_arg(p)
-    p.add_argument("--max-time", type=int, default=300, help="seconds (0: no limit)")
-    p.add_argument("--runs", type=int, default=0, help="stop each worker after N inputs (0: no limit)")
-    p.add_argument("--seed", type=int, default=1, help="worker i uses libFuzzer -seed=SEED+i (default 1)")
+    p.add_argument("--max-time", type=int, default=300, help="seconds to fuzz (0: no limit)")
+    p.add_argument("--runs", type=int, default=0, help="inputs per worker (0: no limit)")
+    p.add_argument("--seed", type=int, default=1, help="worker i uses libFuzzer -seed=SEED+i")
     add_store_args(p)
     p.add_argument("-j", "--jobs", type=int, default=1, help="worker processes")
     p.add_argument("--minimize-time", type=float, default=DEFAULT_MINIMIZE_SECONDS,
-                   help=f"seconds to minimize each new signature (default {DEFAULT_MINIMIZE_SECONDS:g})")
+                   help=f"seconds to minimize each new signature (default: {DEFAULT_MINIMIZE_SECONDS:g})")
     add_search_args(p)
     p.add_argument("--add-regressions", action="store_true",
-                   help="also add each finding to CORPUS/regressions, the committed corpus (by default a run writes "
-                        "only under the crash store and CORPUS/queue, which git ignores)")
+                   help="also add each finding to CORPUS/regressions")
     p.add_argument("--json", action="store_true",
-                   help="end with one JSON object (every signature: first seen, count, where stored; the exit "
-                        "code) on stdout instead of the summary lines; the live lines stay on stderr")
+                   help="end with one JSON object on stdout, not the summary")
     add_merge_args(p)
     p.add_argument("libfuzzer", nargs="*",
-                   help="libFuzzer flags, after --; -merge=1 / -set_cover_merge=1 OUT IN... merge corpora "
-                        "(as `gdnfuzz merge`); -fork, -jobs, -workers, -minimize_crash are refused (exit 2)")
+                   help="libFuzzer flags after -- (-merge=1: `gdnfuzz merge`)")
     p.set_defaults(func=cmd_run)

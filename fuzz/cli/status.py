@@ -87,8 +87,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers: Any) -> None:
-    parser = subparsers.add_parser("status", help="print a campaign's latest stats per actor, with totals (`gdnfuzz "
-                                                  "campaign` writes them; `gdnfuzz run` prints its own)")
+    parser = subparsers.add_parser("status", help="print a campaign's latest stats per actor, with totals (`run` "
+                                                  "prints its own)")
     parser.add_argument("--stats", default=None, help=f"stats file (default ${STATS_ENV} or {DEFAULT_STATS_PATH})")
     parser.add_argument("--watch", type=float, default=None, metavar="S", help="refresh every S seconds until ^C")
     parser.add_argument("--json", action="store_true",

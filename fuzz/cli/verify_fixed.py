@@ -74,25 +74,22 @@ def add_parser(sub: Any) -> None:
     p.add_argument("paths", nargs="*", default=[os.environ.get("GDNFUZZ_CRASHES", "crashes")],
                    help="crash bundles or crash stores (default $GDNFUZZ_CRASHES or crashes)")
     add_policy_option(p, "--candidate", default=None,
-                      help="what to check against (default vllm: the installed vLLM; any policy, a checkout "
-                           "directory or branch:DIR)")
+                      help="the build to check: any policy or checkout (default: vllm)")
     add_policy_option(p, "--reference", default=None,
-                      help="the reference each bundle is replayed against (default: the one it names, if it is built "
-                           "in: a policy a file names is never loaded)")
+                      help="the reference (default: each bundle's, if it is built in)")
     p.add_argument("--checkout", default=None, metavar="DIR", help="a vLLM git checkout (with --revision)")
     p.add_argument("--revision", default=None, metavar="REV",
-                   help="the checkout's revision to check, read from git objects (the work tree is not touched)")
+                   help="the checkout's revision to check, read from git objects")
     p.add_argument("--mode", default="split", choices=MODES,
-                   help="with --revision: split (its split on the installed scheduler) or branch (its whole "
-                        "scheduling code)")
+                   help="with --revision: the split alone or the whole branch")
     p.add_argument("--tries", type=int, default=DEFAULT_TRIES,
                    help=f"replays per bundle (default {DEFAULT_TRIES}); some but not all reproducing is flaky")
     p.add_argument("--tier", default=None, choices=TIERS,
                    help="tier to replay on (default: each bundle's own)")
     p.add_argument("--with-issue", action="store_true", help="only bundles with a filed issue (issue.json)")
     p.add_argument("--repo", default=None, metavar="OWNER/NAME",
-                   help="close the issues of fixed findings and reopen those of returning ones, once per candidate")
+                   help="close fixed findings' issues, reopen returning ones")
     p.add_argument("--api-url", default=None, help=f"API base URL (default ${API_URL_ENV} or {DEFAULT_API_URL})")
     p.add_argument("--json", action="store_true",
-                   help="one JSON object per bundle as it is done, then one with the totals, instead of the lines")
+                   help="one JSON object per bundle, then the totals, not the lines")
     p.set_defaults(func=cmd_verify_fixed)
