@@ -7,13 +7,19 @@ the installed ``Scheduler._mamba_block_aligned_split``). Stages, each timed:
    under vLLM's split and two other policies (``pre-51113``, ``naive``: states vLLM's own split never
    reaches), each call kept as a snapshot of what the split reads of the scheduler and the request;
 2. **triage**: ``plus1``/``minus1`` mutants of an expression that is not an integer on the sample are
-   dropped (counted); a mutant whose answers equal the original's on every sampled call is *likely
-   equivalent* and set aside (counted); the rest go on;
+   dropped (counted); a mutant whose answers equal the original's on every sampled call goes to the
+   exhaustive check (``fuzz.oracle.equivalence``): *shown equivalent* there, it is set aside; otherwise it
+   is judged with the rest;
 3. **corpus**: each committed corpus file replayed on the sim tier, the mutant against ``vllm``; a file
    kills it where the mutant has a finding of its own of any class (``--fail-on any``);
 4. **generated**: a fixed set of generated scenarios (``--generated`` per profile, every profile, seed
    ``--seed``), the same way;
-5. **fuzz**: ``gdnfuzz run --fail-on any --max-time FUZZ_TIME`` for the mutants still alive.
+5. **grid**: each mutant still alive is checked exhaustively; shown equivalent, it leaves the score;
+6. **fuzz**: ``gdnfuzz run --fail-on any --max-time FUZZ_TIME`` for the rest; one that survives is a *reach
+   gap*, shown with the first grid call it answers differently.
+
+Score: killed / (judged - shown equivalent). ``--table FILE`` writes the result as a page
+(``bench/split_mutants-<vLLM version>.md``); ``--resume JSON`` reuses an earlier ``--json``'s records.
 
 Reference and truth runs are computed once per scenario per worker process (they do not depend on the
 mutant); each mutant's runs are in-process (these mutants are our own code), ``--jobs`` processes.
@@ -31,7 +37,6 @@ Asserts nothing.
 from __future__ import annotations
 
 import argparse
-import ast
 import json
 import os
 import random
@@ -59,6 +64,7 @@ from fuzz.errors import ConfigRejected  # noqa: E402
 from fuzz.model.policies import Policy, resolve_policy  # noqa: E402
 from fuzz.model.scenario import Scenario, load_scenario  # noqa: E402
 from fuzz.oracle.differential import replay  # noqa: E402
+from fuzz.oracle.equivalence import compare, reads  # noqa: E402
 from fuzz.oracle.verdict import FailOn, finding_signature, outcome  # noqa: E402
 
 CORPUS = ROOT / "corpus" / "regressions"
@@ -68,22 +74,6 @@ GDNFUZZ = str(Path(sys.executable).with_name("gdnfuzz"))
 
 
 # ---------------------------------------------------------------- the sample
-
-
-def _chains(tree: ast.FunctionDef) -> list[tuple[str, ...]]:
-    """Every attribute chain rooted at ``self`` or ``request`` the split reads (the longest ones)."""
-    found = set()
-    inner = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
-            parts, value = [node.attr], node.value
-            while isinstance(value, ast.Attribute):
-                inner.add(id(value))
-                parts.append(value.attr)
-                value = value.value
-            if isinstance(value, ast.Name) and value.id in ("self", "request") and id(node) not in inner:
-                found.add((value.id, *reversed(parts)))
-    return sorted(found)
 
 
 def _snapshot(obj: Any, chains: list[tuple[str, ...]]) -> SimpleNamespace:
@@ -132,9 +122,8 @@ def record_sample(count: int, seed: int) -> list[Call]:
     """Distinct split calls (snapshots) from sim runs of ``count`` generated scenarios per profile."""
     from fuzz.tiers import executor_for
 
-    tree = generated.installed().tree
-    self_chains = [c[1:] for c in _chains(tree) if c[0] == "self"]
-    request_chains = [c[1:] for c in _chains(tree) if c[0] == "request"]
+    self_chains, fields = reads(generated.installed_split())
+    request_chains = [(name,) for name in fields]
     calls: dict[str, Call] = {}
     executor = executor_for("sim")
     for spec in SAMPLE_POLICIES:
@@ -188,12 +177,14 @@ class Record:
     before: str
     after: str
     diff: str
-    status: str = "alive"  # not-integer | equivalent | killed | alive
+    status: str = "alive"  # equivalent | killed | reach-gap | alive (not checked on the grid)
     killed_by: str = ""  # corpus | generated | fuzz
     corpus: list[Kill] = field(default_factory=list)
     generated: list[Kill] = field(default_factory=list)
     fuzz: list[str] = field(default_factory=list)  # candidate-side signatures of the fuzz run
     seconds: float = 0.0
+    grid: str = ""  # the exhaustive check: the first grid call answered differently ("" when none)
+    fuzzed: bool = False
 
 
 _WORKER: dict[str, Any] = {}
@@ -287,7 +278,7 @@ def fuzz_run(name: str, seconds: int, seed: int, gdnfuzz: str = GDNFUZZ) -> tupl
 
 
 def fuzz_mutant(record: Record, seconds: int, seed: int) -> None:
-    record.fuzz = fuzz_run(record.name, seconds, seed)[0]
+    record.fuzz, record.fuzzed = fuzz_run(record.name, seconds, seed)[0], True
     if record.fuzz:
         record.status, record.killed_by = "killed", "fuzz"
 
@@ -322,6 +313,36 @@ def candidate_signatures(crashes: Path) -> list[str]:
                   if p.is_dir() and p.name != "raw" and outcome(p.name) == "new")
 
 
+def grid_check(name: str) -> tuple[str, bool, str, int, float]:
+    """The exhaustive check (``fuzz.oracle.equivalence``) of mutant ``name`` against the installed split:
+    (name, equivalent, the first differing call, calls made, seconds)."""
+    check = compare(generated.by_name()[name].split, generated.installed_split())
+    difference = check.difference.describe() if check.difference else ""
+    return name, check.equivalent, difference, check.calls, check.seconds
+
+
+def grid_checks(names: list[str], jobs: int) -> dict[str, tuple[bool, str]]:
+    """``grid_check`` of every name, ``jobs`` processes; prints one line each."""
+    found = {}
+    with ProcessPoolExecutor(jobs) as pool:
+        for name, equivalent, difference, calls, seconds in pool.map(grid_check, names):
+            found[name] = (equivalent, difference)
+            print(f"  grid {name}: {'equivalent' if equivalent else 'differs'} ({calls} calls, {seconds:.1f} s)",
+                  flush=True)
+    return found
+
+
+def resumed(path: str | None) -> dict[str, Record]:
+    """The records an earlier ``--json`` run wrote (its final file, else its per-line one), by name."""
+    if not path:
+        return {}
+    final = Path(path)
+    rows = json.loads(final.read_text())["records"] if final.is_file() else \
+        [json.loads(line) for line in Path(path + "l").read_text().splitlines() if line.strip()]
+    return {r["name"]: Record(**{"fuzzed": final.is_file(), **r, "corpus": [Kill(**k) for k in r["corpus"]],
+                                 "generated": [Kill(**k) for k in r["generated"]]}) for r in rows}
+
+
 # ---------------------------------------------------------------- report
 
 
@@ -351,15 +372,23 @@ def distribution(counts: list[int]) -> str:
     return ", ".join(f"{n}: {histogram[n]}" for n in sorted(histogram))
 
 
+def score(records: list[Record]) -> str:
+    """killed / (judged - shown equivalent), as a percentage."""
+    killed = sum(1 for r in records if r.status == "killed")
+    counted = sum(1 for r in records if r.status != "equivalent")
+    return f"{killed}/{counted} ({100 * killed / max(1, counted):.1f}%)"
+
+
 def print_report(records: list[Record], stages: dict[str, float], total: int, not_integer: int, equivalent: int,
                  fuzzed: int) -> None:
     killed = [r for r in records if r.status == "killed"]
     by = Counter(r.killed_by for r in killed)
-    alive = [r for r in records if r.status == "alive"]
-    print(f"\nmutants made: {total}; not integer expressions: {not_integer}; likely equivalent: {equivalent}; "
-          f"judged: {len(records)}")
+    alive = [r for r in records if r.status in ("alive", "reach-gap")]
+    print(f"\nmutants made: {total}; not integer expressions: {not_integer}; shown equivalent before judging: "
+          f"{equivalent}; judged: {len(records)}")
     print(f"killed by the corpus: {by['corpus']}; by the generated set (not the corpus): {by['generated']}; "
-          f"by fuzzing ({fuzzed} fuzzed): {by['fuzz']}; surviving: {len(alive)}")
+          f"by fuzzing ({fuzzed} fuzzed): {by['fuzz']}; shown equivalent after: "
+          f"{sum(1 for r in records if r.status == 'equivalent')}; surviving: {len(alive)}; score {score(records)}")
     print("wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items()))
     print("\nkill matrix (corpus files / generated scenarios that kill it; fuzz: signatures found)")
     print(f"{'mutant':<24} {'op':<12} {'corpus':>6} {'gen':>5} {'fuzz':>5}  signatures")
@@ -379,6 +408,44 @@ def print_report(records: list[Record], stages: dict[str, float], total: int, no
     print(f"\nsurvivors ({len(alive)}):")
     for r in alive:
         print(r.diff)
+        print(f"  first grid call answered differently: {r.grid or '(not checked)'}")
+
+
+def table(records: list[Record], stages: dict[str, float], total: int, not_integer: int, equivalent: int) -> str:
+    """The result as a small Markdown page: counts, score, stage times, every survivor with its grid call."""
+    import vllm
+
+    by = Counter(r.killed_by for r in records if r.status == "killed")
+    status = Counter(r.status for r in records)
+    lookahead = [r for r in records if "lookahead" in r.before]
+    rows = [
+        f"# The split's mutation benchmark on vLLM {vllm.__version__}",
+        "",
+        "Rewritten by `bench/split_mutants.py --table` (" + " ".join(sys.argv[1:]) + ").",
+        "",
+        "| made | not on integers | shown equivalent | judged | killed: corpus | generated | fuzz "
+        "| equivalent after | surviving | score |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| {total} | {not_integer} | {equivalent} | {len(records)} | {by['corpus']} | {by['generated']} "
+        f"| {by['fuzz']} | {status['equivalent']} | {status['reach-gap'] + status['alive']} | {score(records)} |",
+        "",
+        "Wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items())
+        + f"; {sum(stages.values()) / 60:.0f} min in all.",
+        "",
+        f"Mutants of the lookahead lines: {len(lookahead)} judged, "
+        + ", ".join(f"{n} {k}" for k, n in sorted(Counter(r.status for r in lookahead).items())) + ".",
+        "",
+        "## Survivors",
+        "",
+    ]
+    for r in records:
+        if r.status in ("alive", "reach-gap"):
+            rows += [f"- `{r.name}` ({r.status}): `{r.before.strip()[:80]}` -> `{r.after.strip()[:80]}`",
+                     f"  first grid call answered differently: {r.grid or '(not checked)'}"]
+    equivalent_after = [r.name for r in records if r.status == "equivalent"]
+    if equivalent_after:
+        rows += ["", "## Shown equivalent after judging", "", ", ".join(f"`{n}`" for n in equivalent_after)]
+    return "\n".join(rows) + "\n"
 
 
 def main() -> None:
@@ -393,6 +460,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="judge a seeded sample of this many mutants (0: all)")
     parser.add_argument("--mutant-seed", type=int, default=0)
     parser.add_argument("--json", help="write every record here")
+    parser.add_argument("--resume", metavar="JSON", help="reuse the records of an earlier --json run (not re-judged)")
+    parser.add_argument("--table", metavar="FILE", help="write the result table here (bench/split_mutants-*.md)")
     parser.add_argument("--runs-of-killed", metavar="JSON",
                         help="instead: a --run-time run of a sample of the mutants this earlier --json killed")
     parser.add_argument("--run-sample", type=int, default=30)
@@ -419,40 +488,63 @@ def main() -> None:
     typed = [m for m in every if m.site is None or m.site in integers]
     original = _answers(generated.installed_split(), calls)
     live = [m for m in typed if _answers(m.split, calls) != original]
-    stages["triage"] = time.perf_counter() - started
     if args.limit:
-        live = sorted(random.Random(args.mutant_seed).sample(live, min(args.limit, len(live))),
-                      key=lambda m: m.name)
-    print(f"mutants: {len(every)} made, {len(every) - len(typed)} not on integers, "
-          f"{len(typed) - len(set(m.name for m in live)) if not args.limit else '-'} likely equivalent, "
-          f"{len(live)} to judge ({stages['triage']:.0f} s)", flush=True)
+        live = sorted(random.Random(args.mutant_seed).sample(live, min(args.limit, len(live))), key=lambda m: m.name)
+    sample_equal = [m.name for m in typed if m not in live] if not args.limit else []
+    stages["triage"] = time.perf_counter() - started
+    print(f"mutants: {len(every)} made, {len(every) - len(typed)} not on integers, {len(sample_equal)} equal on the "
+          f"sample, {len(live)} to judge ({stages['triage']:.0f} s)", flush=True)
 
     started = time.perf_counter()
+    checked = grid_checks(sample_equal, args.jobs)
+    by_name = generated.by_name()
+    live += sorted((by_name[n] for n, (same, _) in checked.items() if not same), key=lambda m: m.name)
+    stages["grid (equal on the sample)"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    earlier = resumed(args.resume)
+    records = [earlier[m.name] for m in live if m.name in earlier]
+    todo = [m.name for m in live if m.name not in earlier]
     with ProcessPoolExecutor(args.jobs, initializer=_worker_init, initargs=(args.generated, args.seed, args.named)) as pool:
-        records = []
         lines = open(args.json + "l", "w") if args.json else None  # noqa: SIM115 - one record a line, as judged
-        for record in pool.map(judge_mutant, [m.name for m in live]):
+        for record in records:
+            if lines:
+                lines.write(json.dumps(_plain(record), default=str) + "\n")
+        for record in pool.map(judge_mutant, todo):
             records.append(record)
             if lines:
                 lines.write(json.dumps(_plain(record), default=str) + "\n")
                 lines.flush()
             print(f"  {record.name}: {record.status} ({len(record.corpus)} corpus, {len(record.generated)} "
                   f"generated, {record.seconds:.1f} s)", flush=True)
+    records.sort(key=lambda r: r.name)
     stages["corpus + generated"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    alive = [r for r in records if r.status == "alive"] if args.fuzz_time > 0 else []
+    unkilled = [r for r in records if r.status != "killed"]
+    for name, (same, difference) in grid_checks([r.name for r in unkilled if not r.grid], args.jobs).items():
+        record = next(r for r in unkilled if r.name == name)
+        record.grid = difference
+        record.status = "equivalent" if same else "alive"
+    stages["grid (not killed)"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    alive = [r for r in records if r.status == "alive" and not r.fuzzed] if args.fuzz_time > 0 else []
     for r in alive:
         fuzz_mutant(r, args.fuzz_time, args.seed)
         print(f"  fuzz {r.name}: {r.status} {r.fuzz}", flush=True)
+    for r in records:
+        if r.status == "alive" and r.grid:
+            r.status = "reach-gap"
     stages["fuzz"] = time.perf_counter() - started
 
-    equivalent = len(typed) - len([m for m in typed if _answers(m.split, calls) != original]) if args.limit else \
-        len(typed) - len(live)
-    print_report(records, stages, len(every), len(every) - len(typed), equivalent, len(alive))
+    shown = sum(1 for same, _ in checked.values() if same)
+    print_report(records, stages, len(every), len(every) - len(typed), shown, len(alive))
     if args.json:
         Path(args.json).write_text(json.dumps({"stages": stages, "records": [_plain(r) for r in records]},
                                               indent=1, default=str))
+    if args.table:
+        Path(args.table).write_text(table(records, stages, len(every), len(every) - len(typed), shown))
 
 
 def _plain(record: Record) -> dict[str, Any]:
