@@ -339,6 +339,7 @@ def resumed(path: str | None) -> dict[str, Record]:
     final = Path(path)
     rows = json.loads(final.read_text())["records"] if final.is_file() else \
         [json.loads(line) for line in Path(path + "l").read_text().splitlines() if line.strip()]
+    rows = [{**r, "status": "alive"} if r["status"] == "reach-gap" and not r.get("fuzzed") else r for r in rows]
     return {r["name"]: Record(**{"fuzzed": final.is_file(), **r, "corpus": [Kill(**k) for k in r["corpus"]],
                                  "generated": [Kill(**k) for k in r["generated"]]}) for r in rows}
 
@@ -534,7 +535,7 @@ def main() -> None:
         fuzz_mutant(r, args.fuzz_time, args.seed)
         print(f"  fuzz {r.name}: {r.status} {r.fuzz}", flush=True)
     for r in records:
-        if r.status == "alive" and r.grid:
+        if r.status == "alive" and r.grid and r.fuzzed:
             r.status = "reach-gap"
     stages["fuzz"] = time.perf_counter() - started
 
