@@ -8,7 +8,7 @@ the installed ``Scheduler._mamba_block_aligned_split``). Stages, each timed:
    reaches), each call kept as a snapshot of what the split reads of the scheduler and the request;
 2. **triage**: ``plus1``/``minus1`` mutants of an expression that is not an integer on the sample are
    dropped (counted); a mutant whose answers equal the original's on every sampled call goes to the
-   exhaustive check (``fuzz.oracle.equivalence``): *shown equivalent* there, it is set aside; otherwise it
+   exhaustive check (``workers.sim.equivalence``): *shown equivalent* there, it is set aside; otherwise it
    is judged with the rest;
 3. **corpus**: each committed corpus file replayed on the sim tier, the mutant against ``vllm``; a file
    kills it where the mutant has a finding of its own of any class (``--fail-on any``);
@@ -64,8 +64,8 @@ from fuzz.errors import ConfigRejected  # noqa: E402
 from fuzz.model.policies import Policy, resolve_policy  # noqa: E402
 from fuzz.model.scenario import Scenario, load_scenario  # noqa: E402
 from fuzz.oracle.differential import replay  # noqa: E402
-from fuzz.oracle.equivalence import compare, reads  # noqa: E402
 from fuzz.oracle.verdict import FailOn, finding_signature, outcome  # noqa: E402
+from workers.sim.equivalence import compare, reads  # noqa: E402
 
 CORPUS = ROOT / "corpus" / "regressions"
 PROFILES = ("prefill", "chat", "agentic", "batch")
@@ -314,7 +314,7 @@ def candidate_signatures(crashes: Path) -> list[str]:
 
 
 def grid_check(name: str) -> tuple[str, bool, str, int, float]:
-    """The exhaustive check (``fuzz.oracle.equivalence``) of mutant ``name`` against the installed split:
+    """The exhaustive check (``workers.sim.equivalence``) of mutant ``name`` against the installed split:
     (name, equivalent, the first differing call, calls made, seconds)."""
     check = compare(generated.by_name()[name].split, generated.installed_split())
     difference = check.difference.describe() if check.difference else ""

@@ -9,7 +9,7 @@ import pytest
 
 from fuzz.model.knobs import KNOBS, parse_engine
 from fuzz.model.policies import resolve_policy
-from fuzz.oracle import equivalence
+from workers.sim import equivalence
 from workers.sim.scheduler import build_scheduler
 
 
