@@ -65,7 +65,7 @@ from fuzz.model.policies import Policy, resolve_policy  # noqa: E402
 from fuzz.model.scenario import Scenario, load_scenario  # noqa: E402
 from fuzz.oracle.differential import replay  # noqa: E402
 from fuzz.oracle.verdict import FailOn, finding_signature, outcome  # noqa: E402
-from workers.sim.equivalence import compare, reads  # noqa: E402
+from workers.sim.equivalence import answer, compare, reads  # noqa: E402
 
 CORPUS = ROOT / "corpus" / "regressions"
 PROFILES = ("prefill", "chat", "agentic", "batch")
@@ -146,13 +146,7 @@ def record_sample(count: int, seed: int) -> list[Call]:
 
 
 def _answers(split: Any, calls: list[Call]) -> list[Any]:
-    out = []
-    for scheduler, request, args in calls:
-        try:
-            out.append(split(scheduler, request, *args))
-        except Exception as exc:  # noqa: BLE001 - a mutant that raises answers differently
-            out.append(f"raises {type(exc).__name__}")
-    return out
+    return [answer(split, scheduler, request, args) for scheduler, request, args in calls]
 
 
 # ---------------------------------------------------------------- kill stages
@@ -321,14 +315,13 @@ def grid_check(name: str) -> tuple[str, bool, str, int, float]:
     return name, check.equivalent, difference, check.calls, check.seconds
 
 
-def grid_checks(names: list[str], jobs: int) -> dict[str, tuple[bool, str]]:
-    """``grid_check`` of every name, ``jobs`` processes; prints one line each."""
+def grid_checks(names: list[str], pool: ProcessPoolExecutor) -> dict[str, tuple[bool, str]]:
+    """``grid_check`` of every name in ``pool`` (whose workers keep the reference's answers); one line each."""
     found = {}
-    with ProcessPoolExecutor(jobs) as pool:
-        for name, equivalent, difference, calls, seconds in pool.map(grid_check, names):
-            found[name] = (equivalent, difference)
-            print(f"  grid {name}: {'equivalent' if equivalent else 'differs'} ({calls} calls, {seconds:.1f} s)",
-                  flush=True)
+    for name, equivalent, difference, calls, seconds in pool.map(grid_check, names):
+        found[name] = (equivalent, difference)
+        print(f"  grid {name}: {'equivalent' if equivalent else 'differs'} ({calls} calls, {seconds:.1f} s)",
+              flush=True)
     return found
 
 
@@ -491,13 +484,15 @@ def main() -> None:
     live = [m for m in typed if _answers(m.split, calls) != original]
     if args.limit:
         live = sorted(random.Random(args.mutant_seed).sample(live, min(args.limit, len(live))), key=lambda m: m.name)
-    sample_equal = [m.name for m in typed if m not in live] if not args.limit else []
+    judged = {m.name for m in live}
+    sample_equal = [m.name for m in typed if m.name not in judged] if not args.limit else []
     stages["triage"] = time.perf_counter() - started
     print(f"mutants: {len(every)} made, {len(every) - len(typed)} not on integers, {len(sample_equal)} equal on the "
           f"sample, {len(live)} to judge ({stages['triage']:.0f} s)", flush=True)
 
     started = time.perf_counter()
-    checked = grid_checks(sample_equal, args.jobs)
+    grid_pool = ProcessPoolExecutor(args.jobs)
+    checked = grid_checks(sample_equal, grid_pool)
     by_name = generated.by_name()
     live += sorted((by_name[n] for n, (same, _) in checked.items() if not same), key=lambda m: m.name)
     stages["grid (equal on the sample)"] = time.perf_counter() - started
@@ -522,9 +517,11 @@ def main() -> None:
     stages["corpus + generated"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    unkilled = [r for r in records if r.status != "killed"]
-    for name, (same, difference) in grid_checks([r.name for r in unkilled if not r.grid], args.jobs).items():
-        record = next(r for r in unkilled if r.name == name)
+    unkilled = {r.name: r for r in records if r.status != "killed"}
+    with grid_pool:
+        unchecked = grid_checks([name for name, r in unkilled.items() if not r.grid], grid_pool)
+    for name, (same, difference) in unchecked.items():
+        record = unkilled[name]
         record.grid = difference
         record.status = "equivalent" if same else "alive"
     stages["grid (not killed)"] = time.perf_counter() - started

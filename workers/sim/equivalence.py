@@ -83,7 +83,6 @@ class View:
     """One engine as the reference reads it: a real Scheduler, and what bounds its calls."""
 
     scheduler: Any
-    key: tuple[Any, ...]
     engine: dict[str, Any]
     kv_connector: bool
 
@@ -133,7 +132,7 @@ def grid() -> Grid:
         key = tuple(_value(scheduler, chain) for chain in self_chains) + (
             config["engine"]["max_num_batched_tokens"], config["engine"]["long_prefill_token_threshold"],
             config["kv_connector"])
-        views.setdefault(key, View(scheduler, key, config["engine"], config["kv_connector"]))
+        views.setdefault(key, View(scheduler, config["engine"], config["kv_connector"]))
     return Grid(tuple(views.values()), len(configs), rejected)
 
 
@@ -170,7 +169,8 @@ def _request_states(view: View, request: GridRequest) -> Iterator[tuple[int, int
                         yield offered, 0, 0
 
 
-def _answer(split: SplitFn, scheduler: Any, request: GridRequest, args: tuple[int, int, int]) -> int | str:
+def answer(split: SplitFn, scheduler: Any, request: Any, args: tuple[int, ...]) -> int | str:
+    """The split's answer to one call: its value, or ``raises <type>``."""
     try:
         return split(scheduler, request, *args)
     except Exception as exc:  # noqa: BLE001 - what a split raises is its answer
@@ -180,7 +180,7 @@ def _answer(split: SplitFn, scheduler: Any, request: GridRequest, args: tuple[in
 @functools.cache
 def _reference_answers(reference: SplitFn) -> tuple[tuple[int | str, ...], ...]:
     request = GridRequest()
-    return tuple(tuple(_answer(reference, view.scheduler, request, args) for args in _request_states(view, request))
+    return tuple(tuple(answer(reference, view.scheduler, request, args) for args in _request_states(view, request))
                  for view in grid().views)
 
 
@@ -233,14 +233,18 @@ def compare(candidate: SplitFn, reference: SplitFn) -> Check:
     started = time.perf_counter()
     views = grid()
     expected = _reference_answers(reference)
+    calls, difference = _first_difference(candidate, views, expected)
+    return Check(calls, len(views.views), views.configs, views.rejected, time.perf_counter() - started, difference)
+
+
+def _first_difference(candidate: SplitFn, views: Grid, expected: tuple[tuple[int | str, ...], ...]
+                      ) -> tuple[int, Difference | None]:
     request = GridRequest()
     calls = 0
     for view, answers in zip(views.views, expected, strict=True):
         for args, want in zip(_request_states(view, request), answers, strict=True):
             calls += 1
-            got = _answer(candidate, view.scheduler, request, args)
+            got = answer(candidate, view.scheduler, request, args)
             if got != want:
-                difference = Difference(view.engine, view.kv_connector, request.as_dict(), args, want, got)
-                return Check(calls, len(views.views), views.configs, views.rejected,
-                             time.perf_counter() - started, difference)
-    return Check(calls, len(views.views), views.configs, views.rejected, time.perf_counter() - started, None)
+                return calls, Difference(view.engine, view.kv_connector, request.as_dict(), args, want, got)
+    return calls, None
