@@ -15,8 +15,12 @@ the installed ``Scheduler._mamba_block_aligned_split``). Stages, each timed:
 4. **generated**: a fixed set of generated scenarios (``--generated`` per profile, every profile, seed
    ``--seed``), the same way;
 5. **grid**: each mutant still alive is checked exhaustively; shown equivalent, it leaves the score;
-6. **fuzz**: ``gdnfuzz run --fail-on any --max-time FUZZ_TIME`` for the rest; one that survives is a *reach
-   gap*, shown with the first grid call it answers differently.
+6. **reach**: each generated scenario run once under vLLM's split, every mutant still alive asked at each
+   of its calls: the scenarios where some call is answered differently (the mutant's run departs there);
+7. **fuzz**: ``gdnfuzz run --fail-on any --max-time FUZZ_TIME`` for the rest. A survivor the generated set
+   never reached is a *reach gap*; one it reached is *unflagged* (its runs depart and no oracle finds them
+   worse; how each run's costs compare with the reference's is shown). Each is shown with the first grid
+   call it answers differently.
 
 Score: killed / (judged - shown equivalent). ``--table FILE`` writes the result as a page
 (``bench/split_mutants-<vLLM version>.md``); ``--resume JSON`` reuses an earlier ``--json``'s records.
@@ -171,7 +175,7 @@ class Record:
     before: str
     after: str
     diff: str
-    status: str = "alive"  # equivalent | killed | reach-gap | alive (not checked on the grid)
+    status: str = "alive"  # equivalent | killed | reach-gap | unflagged | alive (not checked on the grid)
     killed_by: str = ""  # corpus | generated | fuzz
     corpus: list[Kill] = field(default_factory=list)
     generated: list[Kill] = field(default_factory=list)
@@ -179,7 +183,11 @@ class Record:
     seconds: float = 0.0
     grid: str = ""  # the exhaustive check: the first grid call answered differently ("" when none)
     fuzzed: bool = False
+    reached: list[str] = field(default_factory=list)  # generated scenarios with a call it answers differently
+    departures: list[str] = field(default_factory=list)  # how its runs of those compare with the reference's
 
+
+SURVIVING = ("alive", "reach-gap", "unflagged")
 
 _WORKER: dict[str, Any] = {}
 
@@ -325,6 +333,55 @@ def grid_checks(names: list[str], pool: ProcessPoolExecutor) -> dict[str, tuple[
     return found
 
 
+def reaching(names: list[str], seed: int, count: int) -> dict[str, list[str]]:
+    """For each mutant of ``names``: the generated scenarios (as the corpus + generated stage labels them)
+    whose run under vLLM's split makes a call the mutant answers differently."""
+    from fuzz.tiers import executor_for
+
+    splits = {name: generated.by_name()[name].split for name in names}
+    original = generated.installed_split()
+    found: dict[str, list[str]] = {name: [] for name in names}
+    executor = executor_for("sim")
+    for profile in PROFILES:
+        for i, scenario in enumerate(_scenarios(profile, seed + 1, count)):
+            label, departed = f"{profile}-{i}", set()
+
+            def asking(scheduler: Any, request: Any, *args: int, departed: set[str] = departed) -> int:
+                expected = original(scheduler, request, *args)
+                departed.update(n for n, split in splits.items()
+                                if n not in departed and answer(split, scheduler, request, args) != expected)
+                return expected
+
+            try:
+                executor.run(scenario, Policy("asking the survivors", "vllm", asking))
+            except ConfigRejected:
+                continue
+            for name in departed:
+                found[name].append(label)
+    return found
+
+
+def departure(name: str, label: str) -> str:
+    """How the mutant's run of generated scenario ``label`` compares with the reference's: its findings, or the
+    efficiency oracle's three costs (``fuzz.oracle.efficiency``) over the requests both runs can compare."""
+    from fuzz.model.cost import run_cost
+    from fuzz.oracle.efficiency import comparable, costs
+
+    scenario = dict(_WORKER["generated"])[label]
+    replayed = _replayed(_policy(generated.by_name()[name]), label, scenario, causes=False)
+    sig = finding_signature(replayed.verdict, scenario, replayed.candidate, FailOn("any"))
+    if outcome(sig) == "new":
+        return f"{label}: {sig}"
+    mine, theirs = run_cost(scenario, replayed.candidate), run_cost(scenario, replayed.reference)
+    pairs = comparable(mine, theirs)
+    candidate, reference = costs(mine, [c for c, _ in pairs]), costs(theirs, [r for _, r in pairs])
+    more, fewer = sorted(candidate.worse(reference)), sorted(reference.worse(candidate))
+    if not more and not fewer:
+        return f"{label}: the same costs"
+    return f"{label}: " + "; ".join(part for part in (f"more {', '.join(more)}" if more else "",
+                                                     f"fewer {', '.join(fewer)}" if fewer else "") if part)
+
+
 def resumed(path: str | None) -> dict[str, Record]:
     """The records an earlier ``--json`` run wrote (its final file, else its per-line one), by name."""
     if not path:
@@ -332,7 +389,7 @@ def resumed(path: str | None) -> dict[str, Record]:
     final = Path(path)
     rows = json.loads(final.read_text())["records"] if final.is_file() else \
         [json.loads(line) for line in Path(path + "l").read_text().splitlines() if line.strip()]
-    rows = [{**r, "status": "alive"} if r["status"] == "reach-gap" and not r.get("fuzzed") else r for r in rows]
+    rows = [{**r, "status": "alive"} if r["status"] in SURVIVING and not r.get("fuzzed") else r for r in rows]
     return {r["name"]: Record(**{"fuzzed": final.is_file(), **r, "corpus": [Kill(**k) for k in r["corpus"]],
                                  "generated": [Kill(**k) for k in r["generated"]]}) for r in rows}
 
@@ -377,7 +434,7 @@ def print_report(records: list[Record], stages: dict[str, float], total: int, no
                  fuzzed: int) -> None:
     killed = [r for r in records if r.status == "killed"]
     by = Counter(r.killed_by for r in killed)
-    alive = [r for r in records if r.status in ("alive", "reach-gap")]
+    alive = [r for r in records if r.status in SURVIVING]
     print(f"\nmutants made: {total}; not integer expressions: {not_integer}; shown equivalent before judging: "
           f"{equivalent}; judged: {len(records)}")
     print(f"killed by the corpus: {by['corpus']}; by the generated set (not the corpus): {by['generated']}; "
@@ -403,6 +460,9 @@ def print_report(records: list[Record], stages: dict[str, float], total: int, no
     for r in alive:
         print(r.diff)
         print(f"  first grid call answered differently: {r.grid or '(not checked)'}")
+        print(f"  generated scenarios reaching a different answer: {', '.join(r.reached) or 'none'}")
+        for line in r.departures:
+            print(f"    {line}")
 
 
 def table(records: list[Record], stages: dict[str, float], total: int, not_integer: int, equivalent: int) -> str:
@@ -421,7 +481,7 @@ def table(records: list[Record], stages: dict[str, float], total: int, not_integ
         "| equivalent after | surviving | score |",
         "|---|---|---|---|---|---|---|---|---|---|",
         f"| {total} | {not_integer} | {equivalent} | {len(records)} | {by['corpus']} | {by['generated']} "
-        f"| {by['fuzz']} | {status['equivalent']} | {status['reach-gap'] + status['alive']} | {score(records)} |",
+        f"| {by['fuzz']} | {status['equivalent']} | {sum(status[s] for s in SURVIVING)} | {score(records)} |",
         "",
         "Wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items())
         + f"; {sum(stages.values()) / 60:.0f} min in all.",
@@ -433,9 +493,11 @@ def table(records: list[Record], stages: dict[str, float], total: int, not_integ
         "",
     ]
     for r in records:
-        if r.status in ("alive", "reach-gap"):
+        if r.status in SURVIVING:
             rows += [f"- `{r.name}` ({r.status}): `{r.before.strip()[:80]}` -> `{r.after.strip()[:80]}`",
-                     f"  first grid call answered differently: {r.grid or '(not checked)'}"]
+                     f"  first grid call answered differently: {r.grid or '(not checked)'}",
+                     f"  generated scenarios reaching a different answer: {', '.join(r.reached) or 'none'}",
+                     *(f"  - {line}" for line in r.departures)]
     equivalent_after = [r.name for r in records if r.status == "equivalent"]
     if equivalent_after:
         rows += ["", "## Shown equivalent after judging", "", ", ".join(f"`{n}`" for n in equivalent_after)]
@@ -527,14 +589,28 @@ def main() -> None:
     stages["grid (not killed)"] = time.perf_counter() - started
 
     started = time.perf_counter()
+    differing = [r for r in records if r.status in SURVIVING]
+    for r, reached in zip(differing, reaching([r.name for r in differing], args.seed, args.generated).values(),
+                          strict=True):
+        r.reached = reached
+    stages["reach"] = time.perf_counter() - started
+
+    started = time.perf_counter()
     alive = [r for r in records if r.status == "alive" and not r.fuzzed] if args.fuzz_time > 0 else []
     for r in alive:
         fuzz_mutant(r, args.fuzz_time, args.seed)
         print(f"  fuzz {r.name}: {r.status} {r.fuzz}", flush=True)
     for r in records:
-        if r.status == "alive" and r.grid and r.fuzzed:
-            r.status = "reach-gap"
+        if r.status in SURVIVING and r.grid and r.fuzzed:
+            r.status = "unflagged" if r.reached else "reach-gap"
     stages["fuzz"] = time.perf_counter() - started
+
+    started = time.perf_counter()
+    _worker_init(args.generated, args.seed, args.named)
+    for r in records:
+        if r.status == "unflagged":
+            r.departures = [departure(r.name, label) for label in r.reached]
+    stages["departures"] = time.perf_counter() - started
 
     shown = sum(1 for same, _ in checked.values() if same)
     print_report(records, stages, len(every), len(every) - len(typed), shown, len(alive))
