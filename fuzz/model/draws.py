@@ -36,6 +36,11 @@ def fragmenting_budget(c: Choices, block: int) -> int:
     )))
 
 
+def at_block(c: Choices, block: int) -> int:
+    """A token count of exactly ``block`` or one either side: where ``<`` and ``<=`` against a block part ways."""
+    return block + c.choice((-1, 0, 0, 1))
+
+
 def tight_kv_blocks(required: int, slack: float) -> int:
     """A pool holding a request of ``required`` blocks with ``slack`` in [0, 1) to spare (preemption pressure)."""
     return int(required * (1.0 + slack)) + 4

@@ -20,6 +20,7 @@ from fuzz.model.draws import (
     MAMBA_BLOCK_SIZES,
     MAX_NUM_SEQS,
     Choices,
+    at_block,
     fragmenting_budget,
     tight_kv_blocks,
 )
@@ -186,6 +187,11 @@ def _spec_count(v: Values) -> tuple[str, str] | None:
     return None
 
 
+def _padded_budget(c: Choices, v: Values) -> int:
+    """A budget that fragments a block, with room for a decode's drafts."""
+    return fragmenting_budget(c, _block(v)) + (1 + v["num_speculative_tokens"]) * 8
+
+
 def _budgets_within(v: Values) -> tuple[str, str] | None:
     """A step's budget is at most ``max_num_batched_tokens`` (vLLM caps every step there)."""
     over = [b for b in v["step_budgets"] if b > v["max_num_batched_tokens"]]
@@ -198,7 +204,9 @@ def _budgets_within(v: Values) -> tuple[str, str] | None:
 def _new_block_size(e: EngineKnobs, rng: random.Random, f: Facts) -> dict[str, Any]:
     block = rng.choice(MAMBA_BLOCK_SIZES)
     attention = rng.choice((16, block))
-    return {"mamba_block_size": block, "block_size": attention, "hash_block_size": rng.choice((16, attention))}
+    alignment = e.prefill_checkpoint_alignment  # an alignment of the old block may exceed the new one
+    return {"mamba_block_size": block, "block_size": attention, "hash_block_size": rng.choice((16, attention)),
+            "prefill_checkpoint_alignment": None if alignment is None else min(alignment, block)}
 
 
 def _new_spec(e: EngineKnobs, rng: random.Random, f: Facts) -> dict[str, Any]:
@@ -265,10 +273,10 @@ class EngineKnobs:
     max_num_batched_tokens: int = knob(
         2048, doc="the token budget of every step past step_budgets, and the most of any step", kind="int", lo=1,
         hi=MAX_BUDGET, rule=_budgets_within, phase="engine",
-        generate=lambda c, v, f: max((fragmenting_budget(c, _block(v)) + (1 + v["num_speculative_tokens"]) * 8,
-                                      *v["step_budgets"])),
-        mutate=lambda e, rng, f: {"max_num_batched_tokens": max((fragmenting_budget(rng, e.mamba_block_size)
-                                                                 + 8 * (1 + e.num_spec_tokens), *e.step_budgets))},
+        generate=lambda c, v, f: max((_padded_budget(c, v), *v["step_budgets"])),
+        mutate=lambda e, rng, f: {"max_num_batched_tokens": max((
+            at_block(rng, e.mamba_block_size) if rng.random() < 0.25 else _padded_budget(rng, vars(e)),
+            *e.step_budgets))},
         shrink=Shrink(minimize=(1, "block")), rescale="budget",
         vllm=VllmArg("scheduler", lambda e: {"max_num_batched_tokens": e.max_num_batched_tokens}))
     long_prefill_token_threshold: int = knob(
@@ -276,7 +284,8 @@ class EngineKnobs:
         kind="int", lo=0, hi=MAX_BUDGET,
         phase="engine", generate=lambda c, v, f: c.choice((0, 0, 0, c.randint(16, 2 * _block(v)))),
         mutate=lambda e, rng, f: {"long_prefill_token_threshold":
-                                  rng.choice((0, rng.randint(16, 2 * e.mamba_block_size)))},
+                                  rng.choice((0, rng.randint(16, 2 * e.mamba_block_size),
+                                              at_block(rng, e.mamba_block_size)))},
         shrink=Shrink(minimize=(1, "block")), rescale="budget",
         vllm=VllmArg("scheduler", lambda e: {"long_prefill_token_threshold": e.long_prefill_token_threshold}))
     max_num_seqs: int = knob(
@@ -306,7 +315,8 @@ class EngineKnobs:
         kind="int", lo=1, hi=_block, nullable=True, omit_at_default=True,
         phase="family", generate=lambda c, v, f: c.choice(CHECKPOINT_ALIGNMENTS) if c.random() < 0.3 else None,
         mutate=lambda e, rng, f: {"prefill_checkpoint_alignment": None if e.prefill_checkpoint_alignment
-                                  and rng.random() < 0.4 else rng.choice(CHECKPOINT_ALIGNMENTS)},
+                                  and rng.random() < 0.4 else rng.choice((*CHECKPOINT_ALIGNMENTS,
+                                                                          e.mamba_block_size))},
         shrink=Shrink(minimize=(1, "block")), rescale="cap")
     shared_prefix_checkpoint: bool = knob(
         False, doc="enable_mamba_shared_prefix_checkpoint: junction stops where a sibling diverges",

@@ -47,6 +47,7 @@ from fuzz.report.finding_report import store_finding
 from fuzz.sandbox import tape
 from fuzz.sandbox.channel import fork_here, quiet_children
 from fuzz.sandbox.scope import ambient
+from fuzz.search import aim
 from fuzz.search.coverage import Probes, instrument
 from fuzz.search.folding import KnownBugs
 from fuzz.search.in_flight import InFlight
@@ -137,6 +138,7 @@ class FuzzTarget:
         fail_on = self.settings.fail_on
         try:
             run = executor_for("sim").run(scenario, self.candidate, self.reference)
+            aim.remember(scenario, run)
             # Reference bugs are found by fuzzing with --candidate vllm.
             if all(decided(run) for decided in self.decided_alone):
                 return

@@ -23,6 +23,7 @@ from fuzz.model.scenario import (
     prompt_lengths,
     required_kv_blocks,
 )
+from fuzz.search.aim import aim_budget
 from fuzz.search.generate import external_tokens, facts, random_scenario, serial_steps, under_decode_pressure
 from fuzz.search.profiles import PREFILL, Profile
 
@@ -201,6 +202,9 @@ def _knob_mutation(change: Callable[[EngineKnobs, random.Random, Facts], dict[st
 
 
 MUTATIONS.update({name: _knob_mutation(change) for name, change in knob_mutations().items()})
+
+
+MUTATIONS["aim_budget"] = aim_budget  # a step budget aimed from the input's own run (fuzz.search.aim)
 
 
 @mutation
