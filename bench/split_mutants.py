@@ -199,7 +199,8 @@ def _worker_init(generated_count: int, seed: int, named: int) -> None:
     corpus = [(p.name, load_scenario(p)[0]) for p in sorted(CORPUS.glob("*.json"))]
     gen = [(f"{profile}-{i}", s) for profile in PROFILES
            for i, s in enumerate(_scenarios(profile, seed + 1, generated_count))]
-    _WORKER.update(corpus=corpus, generated=gen, reference=resolve_policy("vllm"), runs={}, named=named)
+    _WORKER.update(corpus=corpus, generated=gen, by_label=dict(gen), reference=resolve_policy("vllm"), runs={},
+                   named=named)
 
 
 def _cached_runs(label: str, scenario: Scenario) -> tuple[Any, Any]:
@@ -333,31 +334,30 @@ def grid_checks(names: list[str], pool: ProcessPoolExecutor) -> dict[str, tuple[
     return found
 
 
-def reaching(names: list[str], seed: int, count: int) -> dict[str, list[str]]:
-    """For each mutant of ``names``: the generated scenarios (as the corpus + generated stage labels them)
-    whose run under vLLM's split makes a call the mutant answers differently."""
+def reaching(names: list[str]) -> dict[str, list[str]]:
+    """For each mutant of ``names``: the generated scenarios of this process's set (``_worker_init``) whose run
+    under vLLM's split makes a call the mutant answers differently."""
     from fuzz.tiers import executor_for
 
     splits = {name: generated.by_name()[name].split for name in names}
     original = generated.installed_split()
     found: dict[str, list[str]] = {name: [] for name in names}
     executor = executor_for("sim")
-    for profile in PROFILES:
-        for i, scenario in enumerate(_scenarios(profile, seed + 1, count)):
-            label, departed = f"{profile}-{i}", set()
+    for label, scenario in _WORKER["generated"]:
+        departed: set[str] = set()
 
-            def asking(scheduler: Any, request: Any, *args: int, departed: set[str] = departed) -> int:
-                expected = original(scheduler, request, *args)
-                departed.update(n for n, split in splits.items()
-                                if n not in departed and answer(split, scheduler, request, args) != expected)
-                return expected
+        def asking(scheduler: Any, request: Any, *args: int, departed: set[str] = departed) -> int:
+            expected = original(scheduler, request, *args)
+            departed.update(n for n, split in splits.items()
+                            if n not in departed and answer(split, scheduler, request, args) != expected)
+            return expected
 
-            try:
-                executor.run(scenario, Policy("asking the survivors", "vllm", asking))
-            except ConfigRejected:
-                continue
-            for name in departed:
-                found[name].append(label)
+        try:
+            executor.run(scenario, Policy("asking the survivors", "vllm", asking))
+        except ConfigRejected:
+            continue
+        for name in departed:
+            found[name].append(label)
     return found
 
 
@@ -367,7 +367,7 @@ def departure(name: str, label: str) -> str:
     from fuzz.model.cost import run_cost
     from fuzz.oracle.efficiency import comparable, costs
 
-    scenario = dict(_WORKER["generated"])[label]
+    scenario = _WORKER["by_label"][label]
     replayed = _replayed(_policy(generated.by_name()[name]), label, scenario, causes=False)
     sig = finding_signature(replayed.verdict, scenario, replayed.candidate, FailOn("any"))
     if outcome(sig) == "new":
@@ -589,9 +589,9 @@ def main() -> None:
     stages["grid (not killed)"] = time.perf_counter() - started
 
     started = time.perf_counter()
+    _worker_init(args.generated, args.seed, args.named)  # this process's generated set, as each judge's
     differing = [r for r in records if r.status in SURVIVING]
-    for r, reached in zip(differing, reaching([r.name for r in differing], args.seed, args.generated).values(),
-                          strict=True):
+    for r, reached in zip(differing, reaching([r.name for r in differing]).values(), strict=True):
         r.reached = reached
     stages["reach"] = time.perf_counter() - started
 
@@ -606,7 +606,6 @@ def main() -> None:
     stages["fuzz"] = time.perf_counter() - started
 
     started = time.perf_counter()
-    _worker_init(args.generated, args.seed, args.named)
     for r in records:
         if r.status == "unflagged":
             r.departures = [departure(r.name, label) for label in r.reached]

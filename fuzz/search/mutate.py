@@ -204,7 +204,7 @@ def _knob_mutation(change: Callable[[EngineKnobs, random.Random, Facts], dict[st
 MUTATIONS.update({name: _knob_mutation(change) for name, change in knob_mutations().items()})
 
 
-MUTATIONS["aim_budget"] = aim_budget  # a step budget aimed from the input's own run (fuzz.search.aim)
+mutation(aim_budget)  # a step budget aimed from the input's own run (fuzz.search.aim)
 
 
 @mutation
