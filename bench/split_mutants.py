@@ -23,7 +23,7 @@ the installed ``Scheduler._mamba_block_aligned_split``). Stages, each timed:
    call it answers differently.
 
 Score: killed / (judged - shown equivalent). ``--table FILE`` writes the result as a page
-(``bench/split_mutants-<vLLM version>.md``); ``--resume JSON`` reuses an earlier ``--json``'s records.
+(``bench/split_mutants-<vLLM version>.md``); ``--resume JSON`` reuses an earlier ``--json``'s records and grid verdicts.
 
 Reference and truth runs are computed once per scenario per worker process (they do not depend on the
 mutant); each mutant's runs are in-process (these mutants are our own code), ``--jobs`` processes.
@@ -387,11 +387,22 @@ def resumed(path: str | None) -> dict[str, Record]:
     if not path:
         return {}
     final = Path(path)
-    rows = json.loads(final.read_text())["records"] if final.is_file() else \
+    rows = _earlier(path)["records"] if final.is_file() else \
         [json.loads(line) for line in Path(path + "l").read_text().splitlines() if line.strip()]
     rows = [{**r, "status": "alive"} if r["status"] in SURVIVING and not r.get("fuzzed") else r for r in rows]
     return {r["name"]: Record(**{"fuzzed": final.is_file(), **r, "corpus": [Kill(**k) for k in r["corpus"]],
                                  "generated": [Kill(**k) for k in r["generated"]]}) for r in rows}
+
+
+def _earlier(path: str | None) -> dict[str, Any]:
+    final = Path(path) if path else None
+    return json.loads(final.read_text()) if final is not None and final.is_file() else {}
+
+
+def resumed_grid(path: str | None, names: list[str]) -> dict[str, tuple[bool, str]]:
+    """The grid verdicts an earlier finished ``--json`` run reached for those of ``names`` equal on its sample."""
+    earlier = _earlier(path).get("grid_on_sample_equal", {})
+    return {name: (same, difference) for name, (same, difference) in earlier.items() if name in names}
 
 
 # ---------------------------------------------------------------- report
@@ -554,7 +565,8 @@ def main() -> None:
 
     started = time.perf_counter()
     grid_pool = ProcessPoolExecutor(args.jobs)
-    checked = grid_checks(sample_equal, grid_pool)
+    checked = resumed_grid(args.resume, sample_equal)
+    checked |= grid_checks([name for name in sample_equal if name not in checked], grid_pool)
     by_name = generated.by_name()
     live += sorted((by_name[n] for n, (same, _) in checked.items() if not same), key=lambda m: m.name)
     stages["grid (equal on the sample)"] = time.perf_counter() - started
@@ -614,8 +626,8 @@ def main() -> None:
     shown = sum(1 for same, _ in checked.values() if same)
     print_report(records, stages, len(every), len(every) - len(typed), shown, len(alive))
     if args.json:
-        Path(args.json).write_text(json.dumps({"stages": stages, "records": [_plain(r) for r in records]},
-                                              indent=1, default=str))
+        Path(args.json).write_text(json.dumps({"stages": stages, "records": [_plain(r) for r in records],
+                                               "grid_on_sample_equal": checked}, indent=1, default=str))
     if args.table:
         Path(args.table).write_text(table(records, stages, len(every), len(every) - len(typed), shown))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 from fuzz.model.policies import Policy, resolve_policy
+from fuzz.model.result import Chunk, RequestOutcome, RunResult, StepRecord
 from fuzz.model.scenario import Scenario
 from fuzz.search import aim
 from fuzz.search.mutate import MUTATIONS
@@ -49,8 +50,8 @@ def test_an_aimed_budget_offers_exactly_up_to_its_target():
 
 
 def test_targets_are_the_positions_the_split_compares():
-    chunk = aim.PrefillChunk(step=0, start=10, num_tokens=100, before=0, room=190)
-    assert aim.targets(chunk, 64) == [64 - 1, 64, 64 + 1, 74, 108, 109, 128]
+    chunk = aim.PrefillChunk(step=0, start=10, num_tokens=100, before=0, room=190, marks=(150,))
+    assert aim.targets(chunk, 64) == [64 - 1, 64, 64 + 1, 74, 108, 109, 128, 148, 149, 150, 151]
     assert aim.targets(aim.PrefillChunk(step=0, start=10, num_tokens=100, before=0, room=100), 64)[-1] == 109
 
 
@@ -71,3 +72,32 @@ def test_what_is_remembered_is_bounded(monkeypatch):
     assert len(aim._RUNS) == 3
     assert aim.aim_budget(kept[0], random.Random(1)) is kept[0]  # the oldest went first
     assert aim.aim_budget(kept[4], random.Random(1)) is not kept[4]
+
+
+SIBLINGS = {"gdnfuzz_scenario": 1, "seed": 1,
+            "engine": {"mamba_block_size": 64, "block_size": 16, "hash_block_size": 16,
+                       "max_num_batched_tokens": 512, "shared_prefix_checkpoint": True},
+            "segments": {"s0": 97}, "requests": [{"id": "a", "prompt": ["s0", 20], "max_tokens": 2},
+                                                 {"id": "b", "prompt": ["s0", 30], "max_tokens": 2,
+                                                  "arrival_step": 4}]}
+
+
+def test_a_junction_and_the_prompt_end_are_aimed_at():
+    scenario = Scenario.from_dict(SIBLINGS)
+    run = executor_for("sim").run(scenario, resolve_policy("vllm"))
+    assert run.requests["b"].junctions == [96]  # attention's hit past the Mamba hit: vLLM's own junction
+    aim.remember(scenario, run)
+    b = next(c for c in aim._RUNS[aim._key(scenario)] if c.step >= 4)
+    assert b.marks == (127, 126, 96) and b.start + b.room == 127
+    assert {95, 96, 97, 125, 126, 127} <= set(aim.targets(b, 64))
+
+
+def test_a_resumed_replay_is_aimed_at_its_own_end():
+    chunk = aim.PrefillChunk(step=9, start=100, num_tokens=64, before=0, room=190, marks=(150, 289))
+    assert [t for t in aim.targets(chunk, 64) if t > 200] == [287, 288, 289, 290]
+    preempted = RunResult(tier="sim", policy="vllm", scenario_id="x",
+                          requests={"r": RequestOutcome(id="r", prompt_tokens=150)},
+                          steps=[StepRecord(0, 512, [Chunk("r", 0, 150)]), StepRecord(1, 512, [Chunk("r", 150, 1)]),
+                                 StepRecord(2, 512, [Chunk("r", 0, 128)]), StepRecord(3, 512, [Chunk("r", 128, 23)]),
+                                 StepRecord(4, 512, [Chunk("r", 151, 1)])])
+    assert aim._prefill_phases(preempted) == {("r", 0): 150, ("r", 2): 151, ("r", 3): 151}

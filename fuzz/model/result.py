@@ -93,6 +93,7 @@ class RequestOutcome:
     first_step: int | None = None
     finish_step: int | None = None
     finish_reason: str | None = None
+    junctions: list[int] = field(default_factory=list)  # sim tier: the shared-prefix junctions it was scheduled with
 
     @property
     def resumed(self) -> bool:

@@ -246,6 +246,8 @@ class SimExecutor(BaseExecutor):
             budget = run.scenario.engine.budget_at(step)
             run.scheduler.max_num_scheduled_tokens = budget
             output = run.scheduler.schedule()
+            if not run.branch:
+                self._note_junctions(run, output.num_scheduled_tokens)
             record = StepRecord(step=step, budget=budget)
             run.result.steps.append(record)
             model_output, drafts = self._execute(run, output, record)
@@ -259,6 +261,14 @@ class SimExecutor(BaseExecutor):
             if fault is not None:
                 run.result.faults.append(fault)
                 return
+
+    def _note_junctions(self, run: _Run, scheduled: dict[str, int]) -> None:
+        """Each scheduled request's shared-prefix junction, once per value (what ``fuzz.search.aim`` aims at)."""
+        for rid in scheduled:
+            junction = run.vllm_requests[rid].shared_prefix_boundary
+            seen = run.result.requests[rid].junctions
+            if junction and junction not in seen:
+                seen.append(junction)
 
     def _admit(self, run: _Run, arrivals: list[ScenarioRequest]) -> None:
         from vllm.sampling_params import SamplingParams
