@@ -497,8 +497,8 @@ def table(records: list[Record], stages: dict[str, float], total: int, not_integ
         "Wall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in stages.items())
         + f"; {sum(stages.values()) / 60:.0f} min in all.",
         "",
-        f"Mutants of the lookahead lines: {len(lookahead)} judged, "
-        + ", ".join(f"{n} {k}" for k, n in sorted(Counter(r.status for r in lookahead).items())) + ".",
+        f"Mutants of the lookahead lines: {len(lookahead)} judged"
+        + "".join(f", {n} {k}" for k, n in sorted(Counter(r.status for r in lookahead).items())) + ".",
         "",
         "## Survivors",
         "",
