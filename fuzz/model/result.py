@@ -93,7 +93,9 @@ class RequestOutcome:
     first_step: int | None = None
     finish_step: int | None = None
     finish_reason: str | None = None
-    junctions: list[int] = field(default_factory=list)  # sim tier: the shared-prefix junctions it was scheduled with
+    # Sim tier, split mode: the shared-prefix junctions it was scheduled with. A search hint (``fuzz.search.aim``),
+    # not an observation: outside equality, so a branch-mode run (which cannot see them) equals the same run.
+    junctions: list[int] = field(default_factory=list, compare=False)
 
     @property
     def resumed(self) -> bool:
