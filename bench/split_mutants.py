@@ -386,23 +386,23 @@ def resumed(path: str | None) -> dict[str, Record]:
     """The records an earlier ``--json`` run wrote (its final file, else its per-line one), by name."""
     if not path:
         return {}
-    final = Path(path)
-    rows = _earlier(path)["records"] if final.is_file() else \
+    finished = _earlier(path)
+    rows = finished["records"] if finished else \
         [json.loads(line) for line in Path(path + "l").read_text().splitlines() if line.strip()]
     rows = [{**r, "status": "alive"} if r["status"] in SURVIVING and not r.get("fuzzed") else r for r in rows]
-    return {r["name"]: Record(**{"fuzzed": final.is_file(), **r, "corpus": [Kill(**k) for k in r["corpus"]],
+    return {r["name"]: Record(**{"fuzzed": bool(finished), **r, "corpus": [Kill(**k) for k in r["corpus"]],
                                  "generated": [Kill(**k) for k in r["generated"]]}) for r in rows}
 
 
 def _earlier(path: str | None) -> dict[str, Any]:
-    final = Path(path) if path else None
-    return json.loads(final.read_text()) if final is not None and final.is_file() else {}
+    """What an earlier ``--json`` run wrote when it finished; empty where it did not (or none is named)."""
+    return json.loads(Path(path).read_text()) if path and Path(path).is_file() else {}
 
 
 def resumed_grid(path: str | None, names: list[str]) -> dict[str, tuple[bool, str]]:
     """The grid verdicts an earlier finished ``--json`` run reached for those of ``names`` equal on its sample."""
-    earlier = _earlier(path).get("grid_on_sample_equal", {})
-    return {name: (same, difference) for name, (same, difference) in earlier.items() if name in names}
+    earlier, wanted = _earlier(path).get("grid_on_sample_equal", {}), set(names)
+    return {name: (same, difference) for name, (same, difference) in earlier.items() if name in wanted}
 
 
 # ---------------------------------------------------------------- report

@@ -2,8 +2,8 @@
 
 The split turns on exact positions: a chunk ending at a block boundary or one either side, one or two tokens short
 of where it would end, a budget of exactly one block, and one token either side of a request's prefill end (its
-prompt's, or a resumed request's replay end) and of its shared-prefix junction. Random budgets hit those one draw in a block. Here the
-fuzzer keeps, for each recent input, the chunks its run scheduled (:func:`remember`); :func:`aim_budget` picks one
+prompt's, or a resumed request's replay end) and of its shared-prefix junction. Random budgets hit those one draw
+in a block. Here the fuzzer keeps, for each recent input, the chunks its run scheduled (:func:`remember`); :func:`aim_budget` picks one
 prefill chunk of that run and sets the budget of its step so that the chunk is offered exactly up to such a
 position, every earlier step's budget as it was.
 
@@ -49,7 +49,7 @@ def _prefill_phases(run: RunResult) -> dict[tuple[str, int], int]:
     """For each prefill chunk (request, step): where its request's contiguous run of prefill chunks ended."""
     ends: dict[tuple[str, int], int] = {}
     for rid, outcome in run.requests.items():
-        phase: list[int] = []
+        phase: list[tuple[str, int]] = []
         end = -1
         for step, chunk in run.chunk_table(rid):
             prefill = not chunk.num_draft_tokens and (chunk.num_tokens > 1 or chunk.start < outcome.prompt_tokens)
