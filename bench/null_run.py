@@ -11,13 +11,15 @@
    table's own mutation (``knob-NAME``): the null run of one knob (a knob the installed vLLM lacks is
    refused: it has no mutation there);
 3. ``--candidate naive --reference P``: how many scenarios diverge (the canary's detection rate);
+   with ``--as-file``, the candidate of 2 and 3 is a user's policy file holding P's (or naive's) split: each run
+   is made by its sandbox child and answered from its tape, and the tapes refused are counted;
 4. determinism: the seed corpus case replayed ``--repeat`` times in this process gives one verdict
    and one candidate/reference fingerprint pair, and so do two child processes with other
    ``PYTHONHASHSEED`` values.
 
 Prints figures and wall times, asserts nothing. Run:
 ``.venv/bin/python bench/null_run.py [--count 1000] [--seed 7] [--repeat 100] [--dir DIR] [--policy P] [--profile P]
-[--knob NAME]``
+[--knob NAME] [--as-file]``
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from fuzz.sandbox.tape import TAPE_REFUSED_LINE  # noqa: E402
+
 GDNFUZZ = str(Path(sys.executable).with_name("gdnfuzz"))
 SEED_CASE = ROOT / "corpus" / "regressions" / "pr51113-fragmented-first-chunk.json"
 FINGERPRINTS = (
@@ -50,11 +56,14 @@ FINGERPRINTS = (
 def replay_dir(files: list[str], candidate: str, reference: str) -> tuple[int, list[dict], float]:
     start = time.perf_counter()
     proc = subprocess.run([GDNFUZZ, "replay", *files, "--candidate", candidate, "--reference", reference, "--json",
-                           "--fail-on", "any"],
+                           "--fail-on", "any", "-v"],
                           capture_output=True, text=True, cwd=ROOT)
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode == 2:
         print(proc.stderr.strip().splitlines()[-1])
+    refused = [line for line in proc.stderr.splitlines() if line.startswith(TAPE_REFUSED_LINE)]
+    if refused:
+        print(f"  tapes refused: {len(refused)}; first: {refused[0][:300]}")
     return proc.returncode, rows, time.perf_counter() - start
 
 
@@ -78,7 +87,15 @@ def with_knob(files: list[str], knob: str, seed: int) -> None:
     print(f"--knob {knob}: values {dict(sorted(values.items()))}")
 
 
-def null_run(out: Path, seed: int, count: int, policy: str, profile: str, knob: str | None) -> None:
+def as_file(directory: Path, policy: str) -> str:
+    """Built-in ``policy``'s split as a user's policy file (``FILE:split``), run in its sandbox child."""
+    path = directory / f"{policy.replace('-', '_')}_as_file.py"
+    path.write_text(f"from fuzz.model.policies import BUILTINS\n\nsplit = BUILTINS[{policy!r}][0]\n")
+    return f"{path}:split"
+
+
+def null_run(out: Path, seed: int, count: int, policy: str, profile: str, knob: str | None,
+             files_in: Path | None) -> None:
     start = time.perf_counter()
     subprocess.run([GDNFUZZ, "gen", "--seed", str(seed), "--count", str(count), "--out", str(out), "--profile", profile],
                    check=True, cwd=ROOT, capture_output=True)
@@ -86,12 +103,13 @@ def null_run(out: Path, seed: int, count: int, policy: str, profile: str, knob: 
     files = sorted(str(p) for p in out.glob("*.json"))
     if knob is not None:
         with_knob(files, knob, seed)
-    for candidate in (policy, "naive"):
+    for name in (policy, "naive"):
+        candidate = name if files_in is None else as_file(files_in, name)
         rc, rows, wall = replay_dir(files, candidate, policy)
         verdicts = Counter(r["verdict"] for r in rows)
         print(f"replay --candidate {candidate} --reference {policy}: exit {rc}, {len(rows)} rows, "
               f"{dict(sorted(verdicts.items()))}, {wall:.1f} s ({len(rows) / wall:.1f} scenarios/s)")
-        if candidate == policy:
+        if name == policy:
             own = Counter(r["signature"] for r in rows if r["outcome"] == "known")
             print(f"  {policy}'s own bugs (both sides wrong): {sum(own.values())} scenarios, {dict(own)}")
             false = [r for r in rows if r["outcome"] == "new"]
@@ -137,13 +155,15 @@ def main() -> None:
     parser.add_argument("--profile", default="mixed",
                         help="the workload profile scenarios are drawn from (default mixed: `gdnfuzz gen`'s)")
     parser.add_argument("--knob", help="move this engine knob off its default in every scenario (its own mutation)")
+    parser.add_argument("--as-file", action="store_true",
+                        help="the candidates as users' policy files (sandboxed, answered from their tapes)")
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    if args.dir:
-        null_run(Path(args.dir), args.seed, args.count, args.policy, args.profile, args.knob)
-    else:
-        with tempfile.TemporaryDirectory(prefix="gdnfuzz-null-") as tmp:
-            null_run(Path(tmp), args.seed, args.count, args.policy, args.profile, args.knob)
+    with tempfile.TemporaryDirectory(prefix="gdnfuzz-null-") as tmp:
+        files_in = Path(tmp) / "policies" if args.as_file else None
+        if files_in is not None:
+            files_in.mkdir()
+        scenarios = Path(args.dir) if args.dir else Path(tmp) / "scenarios"
+        null_run(scenarios, args.seed, args.count, args.policy, args.profile, args.knob, files_in)
     determinism(args.repeat)
 
 
