@@ -23,7 +23,10 @@ the installed ``Scheduler._mamba_block_aligned_split``). Stages, each timed:
    call it answers differently.
 
 Score: killed / (judged - shown equivalent). ``--table FILE`` writes the result as a page
-(``bench/split_mutants-<vLLM version>.md``); ``--resume JSON`` reuses an earlier ``--json``'s records and grid verdicts.
+(``bench/split_mutants-<vLLM version>.md``); ``--records FILE`` writes every mutant's verdict and the grid verdicts,
+compactly (``bench/split_mutants-<vLLM version>.json``, committed beside the page); ``--resume FILE`` reuses the
+records and grid verdicts of an earlier ``--json`` or ``--records``. ``--first-kill`` ends stages 3-4 at a mutant's
+first killing scenario (the kill matrix then holds that one; the counts by stage are the same).
 
 Reference and truth runs are computed once per scenario per worker process (they do not depend on the
 mutant); each mutant's runs are in-process (these mutants are our own code), ``--jobs`` processes.
@@ -192,7 +195,7 @@ SURVIVING = ("alive", "reach-gap", "unflagged")
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(generated_count: int, seed: int, named: int) -> None:
+def _worker_init(generated_count: int, seed: int, named: int, first_kill: bool = False) -> None:
     import logging
 
     logging.disable(logging.WARNING)
@@ -200,7 +203,7 @@ def _worker_init(generated_count: int, seed: int, named: int) -> None:
     gen = [(f"{profile}-{i}", s) for profile in PROFILES
            for i, s in enumerate(_scenarios(profile, seed + 1, generated_count))]
     _WORKER.update(corpus=corpus, generated=gen, by_label=dict(gen), reference=resolve_policy("vllm"), runs={},
-                   named=named)
+                   named=named, first_kill=first_kill)
 
 
 def _cached_runs(label: str, scenario: Scenario) -> tuple[Any, Any]:
@@ -223,11 +226,13 @@ def _replayed(candidate: Policy, label: str, scenario: Scenario, causes: bool) -
                   reference_run=reference_run, truth_run=truth_run)
 
 
-def _kills(candidate: Policy, scenarios: list[tuple[str, Scenario]]) -> list[Kill]:
-    """The scenarios where ``candidate`` has a finding of its own, named without their root cause (its
-    search costs runs; :func:`_named` names a few)."""
-    found = []
+def _kills(candidate: Policy, scenarios: list[tuple[str, Scenario]], most: int | None = None) -> list[Kill]:
+    """The scenarios where ``candidate`` has a finding of its own (the first ``most`` of them), named without
+    their root cause (its search costs runs; :func:`_named` names a few)."""
+    found: list[Kill] = []
     for label, scenario in scenarios:
+        if most is not None and len(found) >= most:
+            break
         try:
             replayed = _replayed(candidate, label, scenario, causes=False)
         except ConfigRejected:
@@ -256,8 +261,9 @@ def judge_mutant(name: str) -> Record:
     mutant = generated.by_name()[name]
     candidate = _policy(mutant)
     record = Record(mutant.name, mutant.operator, mutant.line, mutant.before, mutant.after, mutant.diff)
-    record.corpus = _kills(candidate, _WORKER["corpus"])
-    record.generated = _kills(candidate, _WORKER["generated"])
+    first = 1 if _WORKER["first_kill"] else None
+    record.corpus = _kills(candidate, _WORKER["corpus"], first)
+    record.generated = [] if first and record.corpus else _kills(candidate, _WORKER["generated"], first)
     _named(candidate, record.corpus + record.generated, dict(_WORKER["corpus"] + _WORKER["generated"]),
            _WORKER["named"])
     if record.corpus or record.generated:
@@ -383,15 +389,41 @@ def departure(name: str, label: str) -> str:
 
 
 def resumed(path: str | None) -> dict[str, Record]:
-    """The records an earlier ``--json`` run wrote (its final file, else its per-line one), by name."""
+    """The records an earlier ``--json`` or ``--records`` run wrote (its final file, else its per-line one), by
+    name; a mutant the installed split no longer has is dropped, and the text of each comes from its mutant."""
     if not path:
         return {}
     finished = _earlier(path)
     rows = finished["records"] if finished else \
         [json.loads(line) for line in Path(path + "l").read_text().splitlines() if line.strip()]
     rows = [{**r, "status": "alive"} if r["status"] in SURVIVING and not r.get("fuzzed") else r for r in rows]
-    return {r["name"]: Record(**{"fuzzed": bool(finished), **r, "corpus": [Kill(**k) for k in r["corpus"]],
-                                 "generated": [Kill(**k) for k in r["generated"]]}) for r in rows}
+    mutants = generated.by_name()
+    return {r["name"]: Record(**{"fuzzed": bool(finished), **_text_of(mutants[r["name"]]), **r,
+                                 "corpus": [Kill(**k) for k in r.get("corpus", [])],
+                                 "generated": [Kill(**k) for k in r.get("generated", [])]})
+            for r in rows if r["name"] in mutants}
+
+
+def _text_of(mutant: generated.Mutant) -> dict[str, Any]:
+    return {"operator": mutant.operator, "line": mutant.line, "before": mutant.before, "after": mutant.after,
+            "diff": mutant.diff}
+
+
+def records_text(records: list[Record], checked: dict[str, tuple[bool, str]]) -> str:
+    """``--records``: one JSON object, a line a mutant (so that a rerun's change reads as a diff)."""
+    rows = [json.dumps(compact(r)) for r in records]
+    grid = [f"{json.dumps(name)}: {json.dumps(verdict)}" for name, verdict in sorted(checked.items())]
+    return '{"records": [\n' + ",\n".join(rows) + '\n],\n"grid_on_sample_equal": {\n' + ",\n".join(grid) + "\n}}\n"
+
+
+def compact(record: Record) -> dict[str, Any]:
+    """What ``--records`` keeps of a record: its verdict, its first kill of each stage, the grid's call, the reach
+    and fuzz results; the mutant's text is its name's (``generated.by_name``)."""
+    kept = {"name": record.name, "status": record.status, "killed_by": record.killed_by, "fuzzed": record.fuzzed}
+    kept |= {k: [vars(kill) | {"cause": None} for kill in getattr(record, k)[:1]] for k in ("corpus", "generated")
+             if getattr(record, k)}
+    kept |= {k: getattr(record, k) for k in ("fuzz", "grid", "reached", "departures") if getattr(record, k)}
+    return kept
 
 
 def _earlier(path: str | None) -> dict[str, Any]:
@@ -529,6 +561,10 @@ def main() -> None:
     parser.add_argument("--json", help="write every record here")
     parser.add_argument("--resume", metavar="JSON", help="reuse the records of an earlier --json run (not re-judged)")
     parser.add_argument("--table", metavar="FILE", help="write the result table here (bench/split_mutants-*.md)")
+    parser.add_argument("--records", metavar="FILE",
+                        help="write every verdict here, compactly, to --resume from (bench/split_mutants-*.json)")
+    parser.add_argument("--first-kill", action="store_true",
+                        help="stop the corpus and generated stages at each mutant's first kill")
     parser.add_argument("--runs-of-killed", metavar="JSON",
                         help="instead: a --run-time run of a sample of the mutants this earlier --json killed")
     parser.add_argument("--run-sample", type=int, default=30)
@@ -575,7 +611,8 @@ def main() -> None:
     earlier = resumed(args.resume)
     records = [earlier[m.name] for m in live if m.name in earlier]
     todo = [m.name for m in live if m.name not in earlier]
-    with ProcessPoolExecutor(args.jobs, initializer=_worker_init, initargs=(args.generated, args.seed, args.named)) as pool:
+    with ProcessPoolExecutor(args.jobs, initializer=_worker_init,
+                             initargs=(args.generated, args.seed, args.named, args.first_kill)) as pool:
         lines = open(args.json + "l", "w") if args.json else None  # noqa: SIM115 - one record a line, as judged
         for record in records:
             if lines:
@@ -630,6 +667,8 @@ def main() -> None:
                                                "grid_on_sample_equal": checked}, indent=1, default=str))
     if args.table:
         Path(args.table).write_text(table(records, stages, len(every), len(every) - len(typed), shown))
+    if args.records:
+        Path(args.records).write_text(records_text(records, checked))
 
 
 def _plain(record: Record) -> dict[str, Any]:
