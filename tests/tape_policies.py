@@ -68,8 +68,16 @@ def tape_for_calls_not_made(self: Any, request: Any, *args: int) -> int:
 
 
 def truncated_tape(self: Any, request: Any, *args: int) -> int:
-    def act(recorder: Any, scheduler: Any, req: Any, _: Any) -> None:
+    def act(recorder: Any, scheduler: Any, req: Any, _: Any) -> None:  # a well-formed tape, ended early
+        recorder.flush(0.0)
         recorder.send({"done": recorder.count})
+    return _hostile(self, request, args, act)
+
+
+def miscounted_tape(self: Any, request: Any, *args: int) -> int:
+    def act(recorder: Any, scheduler: Any, req: Any, _: Any) -> None:  # says more entries than it sent
+        recorder.flush(0.0)
+        recorder.send({"done": recorder.count + 5})
     return _hostile(self, request, args, act)
 
 
@@ -82,6 +90,12 @@ def oversized_tape(self: Any, request: Any, *args: int) -> int:
 def wrong_digests(self: Any, request: Any, *args: int) -> int:
     def act(recorder: Any, scheduler: Any, req: Any, args: Any) -> None:  # answers 0 for the next calls
         recorder.send({"tape": [[[*args, 0, 0][:3], "0" * 24, {"value": 0}]] * 4})
+    return _hostile(self, request, args, act)
+
+
+def breaks_its_run(self: Any, request: Any, *args: int) -> int:
+    def act(recorder: Any, scheduler: Any, req: Any, _: Any) -> None:  # its child's scheduler fails right after
+        scheduler.kv_cache_manager = None
     return _hostile(self, request, args, act)
 
 

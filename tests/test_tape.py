@@ -80,9 +80,10 @@ def test_a_matching_tape_is_used_and_gives_the_in_process_result(sim, scenario, 
 
 @pytest.mark.parametrize(("name", "why"), [
     ("changes_its_scheduler", "the candidate"), ("changes_its_request", "the candidate"),
-    ("tape_for_calls_not_made", ""), ("truncated_tape", "the tape says"), ("oversized_tape", "KiB"),
+    ("tape_for_calls_not_made", ""), ("truncated_tape", "the tape ends after 2 entries"),
+    ("miscounted_tape", "the tape says 7 entries and sent 2"), ("oversized_tape", "KiB"),
     ("wrong_digests", "another state than the run's"), ("exits_mid_tape", "exited (exit code 3)"),
-    ("answers_two_ways", "two ways"),
+    ("answers_two_ways", "two ways"), ("breaks_its_run", "its child's run ended early: AttributeError"),
 ])
 def test_a_tampered_tape_is_refused_and_the_run_is_the_per_call_runs(sim, scenario, name, why):
     taped, per_call, refused = _taped_and_per_call(sim, f"{HOSTILE}:{name}", scenario)

@@ -7,8 +7,9 @@ Requests (one JSON object each; none names a policy):
   ``{"other": description}`` or ``{"raised": description}``: one call on views of the deciding process's
   objects (``fuzz.sandbox.views``), whose reads may ask the parent;
 - ``{"op": "run", "scenario": {...}, "max_steps": N, "model_infos": DIR}`` -> lines ``{"tape": [entry, ...]}``,
-  then ``{"done": count}``: the whole run on this process's own scheduler, the split called in-process, one
-  entry ``[args, presented digest, answer]`` per call (``fuzz.sandbox.tape`` checks them).
+  then ``{"done": count}`` (and ``"ended"``: what the run raised, where an exception ended it): the whole run on
+  this process's own scheduler, the split called in-process, one entry ``[args, presented digest, answer]`` per
+  call (``fuzz.sandbox.tape`` checks them).
 Anything else that goes wrong is ``{"failed": one line}``.
 
 Invariant: nothing here decides anything; the parent takes answers from this process and checks each one
@@ -17,7 +18,6 @@ against its own run.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
@@ -132,10 +132,13 @@ def _run(request: dict[str, Any], ask: Ask, send: Send) -> dict[str, Any]:
     executor.model_infos = request["model_infos"]
     policy = _policy()
     recorder = _Recorder(policy.split, send)
-    with contextlib.suppress(Exception):  # the run's own end (a config vLLM rejects): the deciding run meets it too
+    ended = ""
+    try:
         executor.run(Scenario.from_dict(request["scenario"]), replace(policy, split=recorder))
+    except Exception as exc:  # noqa: BLE001 - the run's own end (a config vLLM rejects): the deciding run meets it too
+        ended = f"{type(exc).__name__}: {exc}"
     recorder.flush(0.0)
-    return {"done": recorder.count}
+    return {"done": recorder.count, "ended": ended} if ended else {"done": recorder.count}
 
 
 OPS = {"resolve": _resolve, "split": _split, "run": _run}

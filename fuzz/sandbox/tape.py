@@ -32,6 +32,7 @@ from fuzz.verbosity import verbose
 TAPE_REFUSED_LINE = "gdnfuzz-tape-refused"  # ``fuzz.search.libfuzzer`` reads it off a worker's stderr
 MAX_TAPE_LINE = 1 << 20  # bytes in one line of a tape (a batch of entries)
 MAX_ENTRIES = 1 << 20  # entries in one tape: more is refused (a run's split calls are far fewer)
+MAX_ENDED = 200  # characters of the child's word on why its run ended that a refusal repeats
 FIGURES = {"taped": 0, "refused": 0}  # runs of this process answered from a tape, and tapes refused
 
 
@@ -67,6 +68,7 @@ class TapedRun:
         self.entries: list[list[Any]] = []
         self.used = 0
         self.done: int | None = None
+        self.ended = ""  # what the child says ended its run early (an exception), one line
         self.refusal: Refusal | None = None
 
     @staticmethod
@@ -139,7 +141,8 @@ class TapedRun:
     def _entry(self, call: int) -> list[Any]:
         while call >= len(self.entries):
             if self.done is not None:
-                raise _Refused(call, f"the tape ends after {len(self.entries)} entries, the run made more calls")
+                ended = f" (its child's run ended early: {self.ended})" if self.ended else ""
+                raise _Refused(call, f"the tape ends after {len(self.entries)} entries, the run made more calls{ended}")
             self._take()
         return self.entries[call]
 
@@ -155,8 +158,8 @@ class TapedRun:
         except BaseException as exc:
             self.child.kill()
             raise _Interrupted(exc) from None
-        if type(line.get("done")) is int and len(line) == 1:
-            self.done = line["done"]
+        if type(line.get("done")) is int and set(line) <= {"done", "ended"} and type(line.get("ended", "")) is str:
+            self.done, self.ended = line["done"], " ".join(line.get("ended", "").split())[:MAX_ENDED]
             if self.done != len(self.entries):
                 raise _Refused(call, f"the tape says {self.done} entries and sent {len(self.entries)}")
             return
