@@ -135,8 +135,8 @@ def _run(request: dict[str, Any], ask: Ask, send: Send) -> dict[str, Any]:
     ended = ""
     try:
         executor.run(Scenario.from_dict(request["scenario"]), replace(policy, split=recorder))
-    except Exception as exc:  # noqa: BLE001 - the run's own end (a config vLLM rejects): the deciding run meets it too
-        ended = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - the run's own end (a config vLLM rejects), met by the deciding run too;
+        ended = f"{type(exc).__name__}: {exc}"  # where it is not, the short tape is refused and the refusal says this
     recorder.flush(0.0)
     return {"done": recorder.count, "ended": ended} if ended else {"done": recorder.count}
 
